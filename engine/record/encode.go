@@ -1,0 +1,268 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+)
+
+// BatchSpec describes the header of a v2 batch for Encode. Fields documented
+// "-1 none" must be set explicitly (NewBatchSpec does that); the zero value
+// means 0, which is a valid producer id, epoch, sequence and leader epoch.
+type BatchSpec struct {
+	BaseOffset           int64
+	Codec                Codec
+	LogAppendTime        bool
+	Transactional        bool
+	Control              bool
+	ProducerID           int64 // -1 none
+	ProducerEpoch        int16 // -1 none
+	BaseSequence         int32 // -1 none
+	PartitionLeaderEpoch int32 // -1 none
+	DeleteHorizonMs      int64 // -1 (any negative) none; else sets attribute bit 6, BaseTimestamp = horizon
+	LastOffsetDelta      int32 // -1: derive from the last record's offset
+}
+
+// NewBatchSpec returns a BatchSpec for a non-idempotent, non-transactional,
+// uncompressed CreateTime batch at baseOffset: every "none" field is -1.
+func NewBatchSpec(baseOffset int64) BatchSpec {
+	return BatchSpec{
+		BaseOffset:           baseOffset,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		BaseSequence:         -1,
+		PartitionLeaderEpoch: -1,
+		DeleteHorizonMs:      -1,
+		LastOffsetDelta:      -1,
+	}
+}
+
+// MaxRecordOverhead is the largest per-record overhead of a v2 record,
+// excluding key, value and headers (DefaultRecord.MAX_RECORD_OVERHEAD).
+const MaxRecordOverhead = 21
+
+// RecordSizeUpperBound is an upper bound of the bytes r takes in an
+// uncompressed v2 batch, whatever its offset and timestamp deltas.
+func RecordSizeUpperBound(r *Record) int {
+	n := MaxRecordOverhead + len(r.Key) + len(r.Value)
+	for i := range r.Headers {
+		n += 2*maxVarintLen + len(r.Headers[i].Key) + len(r.Headers[i].Value)
+	}
+	return n
+}
+
+// EncodedSizeUpperBound is an upper bound of the size of an uncompressed v2
+// batch holding recs (HeaderSize + Σ RecordSizeUpperBound). A compressed
+// batch of incompressible data can exceed it by the codec's framing (a few
+// bytes per 32-64 KiB); check len of Encode's output when the limit is strict.
+func EncodedSizeUpperBound(recs []Record) int {
+	n := HeaderSize
+	for i := range recs {
+		n += RecordSizeUpperBound(&recs[i])
+	}
+	return n
+}
+
+// errEncode prefixes Encode's argument errors.
+var errEncode = errors.New("record: cannot encode batch")
+
+// Encode appends one v2 batch holding recs to dst and returns the extended
+// slice. Each record's offsetDelta is rec.Offset - spec.BaseOffset (it must
+// fit 0..MaxInt32), its timestampDelta is relative to the first record's
+// timestamp, or to spec.DeleteHorizonMs when that is set (attribute bit 6).
+// maxTimestamp is the largest record timestamp (for LogAppendTime the broker
+// then calls SetLogAppendTime). With no records Encode writes Kafka's empty
+// batch: codec none, baseTimestamp -1, maxTimestamp -1, no delete horizon.
+// The records region is compressed as Kafka's Java client does (gzip RFC
+// 1952, snappy xerial framing, lz4 frame FLG 0x60 BD 0x40, zstd frame).
+// Encode does not retain recs; it may be called concurrently.
+func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
+	if !spec.Codec.valid() {
+		return dst, fmt.Errorf("%w: codec id %d", ErrUnsupported, int8(spec.Codec))
+	}
+	if len(recs) > math.MaxInt32 {
+		return dst, fmt.Errorf("%w: %d records", errEncode, len(recs))
+	}
+	codec, horizon := spec.Codec, spec.DeleteHorizonMs >= 0
+	baseTs, maxTs := int64(-1), int64(-1)
+	if len(recs) == 0 {
+		codec, horizon = None, false
+	} else {
+		baseTs = recs[0].Timestamp
+		if horizon {
+			baseTs = spec.DeleteHorizonMs
+		}
+		maxTs = recs[0].Timestamp
+	}
+	// Pass 1: validate and size.
+	bodySize := 0
+	for i := range recs {
+		r := &recs[i]
+		d := r.Offset - spec.BaseOffset
+		if d < 0 || d > math.MaxInt32 {
+			return dst, fmt.Errorf("%w: record offset %d outside [%d, %d]", errEncode, r.Offset, spec.BaseOffset, spec.BaseOffset+math.MaxInt32)
+		}
+		if r.Timestamp > maxTs {
+			maxTs = r.Timestamp
+		}
+		sz := recordBodySize(r, int32(d), r.Timestamp-baseTs)
+		bodySize += varintSize(int32(sz)) + sz
+		if sz > math.MaxInt32-HeaderSize || bodySize > math.MaxInt32-HeaderSize {
+			return dst, fmt.Errorf("%w: records of %d bytes", errEncode, bodySize)
+		}
+	}
+	lastDelta := spec.LastOffsetDelta
+	if len(recs) > 0 {
+		derived := int32(recs[len(recs)-1].Offset - spec.BaseOffset)
+		if lastDelta < 0 {
+			lastDelta = derived
+		} else if lastDelta < derived {
+			return dst, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, lastDelta, derived)
+		}
+	} else if lastDelta < 0 {
+		lastDelta = 0
+	}
+
+	start := len(dst)
+	if codec == None {
+		dst = grow(dst, HeaderSize+bodySize)
+	} else {
+		dst = grow(dst, HeaderSize)
+	}
+	dst = dst[:start+HeaderSize]
+	// Pass 2: write the records, directly or into a scratch buffer.
+	if codec == None {
+		for i := range recs {
+			dst = appendRecord(dst, &recs[i], spec.BaseOffset, baseTs)
+		}
+	} else {
+		sp := getScratch(bodySize)
+		body := (*sp)[:0]
+		for i := range recs {
+			body = appendRecord(body, &recs[i], spec.BaseOffset, baseTs)
+		}
+		var err error
+		dst, err = compress(dst, codec, body)
+		*sp = body
+		putScratch(sp)
+		if err != nil {
+			return dst[:start], err
+		}
+	}
+	length := len(dst) - start - LogOverhead
+	if length > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("%w: batch of %d bytes", errEncode, length)
+	}
+
+	attrs := uint16(codec)
+	if spec.LogAppendTime {
+		attrs |= attrLogAppendTime
+	}
+	if spec.Transactional {
+		attrs |= attrTransactional
+	}
+	if spec.Control {
+		attrs |= attrControl
+	}
+	if horizon {
+		attrs |= attrDeleteHorizon
+	}
+	h := dst[start : start+HeaderSize]
+	be := binary.BigEndian
+	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
+	be.PutUint32(h[offLength:], uint32(length))
+	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
+	h[offMagic] = 2
+	be.PutUint16(h[offAttributes:], attrs)
+	be.PutUint32(h[offLastOffsetDelta:], uint32(lastDelta))
+	be.PutUint64(h[offBaseTimestamp:], uint64(baseTs))
+	be.PutUint64(h[offMaxTimestamp:], uint64(maxTs))
+	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
+	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
+	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
+	be.PutUint32(h[offRecordCount:], uint32(len(recs)))
+	be.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
+	return dst, nil
+}
+
+// recordBodySize is the size of a record after its length varint.
+func recordBodySize(r *Record, offDelta int32, tsDelta int64) int {
+	n := 1 + varlongSize(tsDelta) + varintSize(offDelta)
+	n += bytesSize(r.Key) + bytesSize(r.Value)
+	n += varintSize(int32(len(r.Headers)))
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		n += varintSize(int32(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
+	}
+	return n
+}
+
+// bytesSize is the size of a varint-length-prefixed, nullable byte string.
+func bytesSize(b []byte) int {
+	if b == nil {
+		return 1
+	}
+	return varintSize(int32(len(b))) + len(b)
+}
+
+// appendRecord appends r's v2 encoding (length varint first).
+func appendRecord(b []byte, r *Record, baseOffset, baseTs int64) []byte {
+	offDelta := int32(r.Offset - baseOffset)
+	tsDelta := r.Timestamp - baseTs
+	b = appendVarint(b, int32(recordBodySize(r, offDelta, tsDelta)))
+	b = append(b, 0) // attributes
+	b = appendVarlong(b, tsDelta)
+	b = appendVarint(b, offDelta)
+	b = appendBytes(b, r.Key)
+	b = appendBytes(b, r.Value)
+	b = appendVarint(b, int32(len(r.Headers)))
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		b = appendVarint(b, int32(len(h.Key)))
+		b = append(b, h.Key...)
+		b = appendBytes(b, h.Value)
+	}
+	return b
+}
+
+// appendBytes appends a varint-length-prefixed byte string (nil = -1).
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return append(b, 1) // zig-zag(-1)
+	}
+	b = appendVarint(b, int32(len(v)))
+	return append(b, v...)
+}
+
+// grow makes room for n more bytes after len(b).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), len(b)+n+len(b)/4)
+	copy(nb, b)
+	return nb
+}
+
+// maxPooledScratch bounds the scratch buffers kept in scratchPool.
+const maxPooledScratch = 4 << 20
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func getScratch(n int) *[]byte {
+	sp := scratchPool.Get().(*[]byte)
+	if cap(*sp) < n {
+		*sp = make([]byte, 0, n)
+	}
+	return sp
+}
+
+func putScratch(sp *[]byte) {
+	if cap(*sp) <= maxPooledScratch {
+		*sp = (*sp)[:0]
+		scratchPool.Put(sp)
+	}
+}
