@@ -1,0 +1,432 @@
+// Package tests holds topicfs's end-to-end tests: they build the topicfs
+// binary, mount it on a temporary directory and drive it with real shell
+// tools, as a user would.
+//
+// The shared harness lives in this file:
+//
+//	m := startMount(t, mountOpts{})          // builds topicfs once, mounts, waits for "ready"
+//	out := m.Sh(t, `mkdir $MNT/orders && echo hi > $MNT/orders/append && cat $MNT/orders/0/records`)
+//	m.Kill()                                 // SIGKILL + lazy unmount (a crash)
+//	m.Remount()                              // same mountpoint, same data dir
+//
+// Every mount is unmounted in t.Cleanup, also when the test fails: SIGTERM,
+// wait, then SIGKILL and a lazy unmount (MNT_DETACH) if anything is left, so a
+// failing test never leaves a stale mount behind.
+//
+// This file owns TestMain for the package (it removes the built binary);
+// other test files in package tests must not declare another TestMain.
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readyPrefix starts the line topicfs mount prints on stderr once the file
+// system answers requests.
+const readyPrefix = "topicfs: mounted "
+
+// harnessDeadline bounds waits that would otherwise hang a broken run forever
+// (a mount that never gets ready, an unmount that never returns). It is a
+// safety net, not a performance assertion.
+const harnessDeadline = 60 * time.Second
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// topicfsBinary builds the topicfs command once per test run (with -race when
+// the tests run with -race, so the real mount is race-checked too) and returns
+// its path. TOPICFS_TEST_BIN names a prebuilt binary instead.
+func topicfsBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("TOPICFS_TEST_BIN"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "topicfs-bin-")
+		if buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "topicfs")
+		args := []string{"build", "-o", buildBin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "..")
+		cmd := exec.Command("go", args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			buildErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out.String())
+		}
+	})
+	require.NoError(t, buildErr, "building topicfs")
+	return buildBin
+}
+
+// requireFUSE skips when /dev/fuse is missing on a developer machine, but
+// fails under CI, where a skipped mount test would hide a gap.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no /dev/fuse (%v): end-to-end mount tests need FUSE; set CI=1 to make this a failure", err)
+		}
+		t.Fatalf("no /dev/fuse under CI: %v", err)
+	}
+}
+
+// mountOpts says how to start topicfs mount. The zero value mounts on a new
+// temporary mountpoint with a new temporary data directory and no config.
+type mountOpts struct {
+	Dir      string   // mountpoint; "" = a new t.TempDir()
+	Data     string   // data directory; "" = a new t.TempDir()
+	Config   string   // mount.toml contents; "" = no --config
+	ReadOnly bool     // --read-only
+	Args     []string // extra flags, placed before the mountpoint
+	Env      []string // extra environment, KEY=VALUE
+	// NoWait returns as soon as the process started, without waiting for the
+	// ready line (for tests of startup failures; use Wait).
+	NoWait bool
+}
+
+// mountProc is one running (or stopped) topicfs mount process.
+type mountProc struct {
+	t    testing.TB
+	opts mountOpts
+
+	Dir  string    // mountpoint
+	Data string    // data directory
+	Cmd  *exec.Cmd // the current process; replaced by Remount
+
+	stderr *lockedBuffer
+	done   chan struct{} // closed when Cmd has been waited for
+	err    error         // Cmd.Wait's result, valid after done
+	ready  chan struct{} // closed when the ready line was seen
+}
+
+// startMount starts `topicfs mount` and waits until it prints its ready line.
+// The mount is stopped and unmounted in t.Cleanup.
+func startMount(t testing.TB, opts mountOpts) *mountProc {
+	t.Helper()
+	requireFUSE(t)
+	bin := topicfsBinary(t)
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.Data == "" {
+		opts.Data = t.TempDir()
+	}
+	m := &mountProc{t: t, opts: opts, Dir: opts.Dir, Data: opts.Data}
+	t.Cleanup(m.cleanup)
+	m.start(bin)
+	return m
+}
+
+func (m *mountProc) args() []string {
+	args := []string{"mount", "--data", m.Data, "--log-level", "debug"}
+	if m.opts.Config != "" {
+		cfg := filepath.Join(m.t.TempDir(), "mount.toml")
+		require.NoError(m.t, os.WriteFile(cfg, []byte(m.opts.Config), 0o644))
+		args = append(args, "--config", cfg)
+	}
+	if m.opts.ReadOnly {
+		args = append(args, "--read-only")
+	}
+	args = append(args, m.opts.Args...)
+	return append(args, m.Dir)
+}
+
+func (m *mountProc) start(bin string) {
+	t := m.t
+	t.Helper()
+	cmd := exec.Command(bin, m.args()...)
+	cmd.Env = append(os.Environ(), m.opts.Env...)
+	cmd.Stdout = io.Discard
+	pr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	m.Cmd = cmd
+	m.stderr = &lockedBuffer{}
+	m.done = make(chan struct{})
+	m.ready = make(chan struct{})
+	var scanned sync.WaitGroup
+	scanned.Add(1)
+	go func(stderr *lockedBuffer, ready chan struct{}) {
+		defer scanned.Done()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		seen := false
+		for sc.Scan() {
+			line := sc.Text()
+			stderr.WriteLine(line)
+			if !seen && strings.HasPrefix(line, readyPrefix) {
+				seen = true
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}(m.stderr, m.ready)
+	go func(done chan struct{}) {
+		scanned.Wait() // Wait closes the pipe: read it to the end first
+		m.err = cmd.Wait()
+		close(done)
+	}(m.done)
+	if m.opts.NoWait {
+		return
+	}
+	select {
+	case <-m.ready:
+	case <-m.done:
+		t.Fatalf("topicfs mount exited before it was ready: %v\nstderr:\n%s", m.err, m.Stderr())
+	case <-time.After(harnessDeadline):
+		t.Fatalf("topicfs mount not ready after %v\nstderr:\n%s", harnessDeadline, m.Stderr())
+	}
+}
+
+// Stderr returns everything the current process printed on stderr so far.
+func (m *mountProc) Stderr() string { return m.stderr.String() }
+
+// Path joins elem onto the mountpoint.
+func (m *mountProc) Path(elem ...string) string {
+	return filepath.Join(append([]string{m.Dir}, elem...)...)
+}
+
+// Running reports whether the current process has not exited yet.
+func (m *mountProc) Running() bool {
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Wait waits for the current process to exit (bounded by harnessDeadline) and
+// returns its exit code.
+func (m *mountProc) Wait() int {
+	m.t.Helper()
+	select {
+	case <-m.done:
+	case <-time.After(harnessDeadline):
+		m.t.Fatalf("topicfs mount did not exit within %v\nstderr:\n%s", harnessDeadline, m.Stderr())
+	}
+	return exitCode(m.err)
+}
+
+// Stop sends SIGTERM, waits for the process and fails the test unless it
+// exited 0 and left no mount behind.
+func (m *mountProc) Stop() {
+	m.t.Helper()
+	if m.Running() {
+		_ = m.Cmd.Process.Signal(syscall.SIGTERM)
+	}
+	code := m.Wait()
+	if code != 0 {
+		m.t.Errorf("topicfs mount exited %d after SIGTERM\nstderr:\n%s", code, m.Stderr())
+	}
+	if isMounted(m.Dir) {
+		m.t.Errorf("%s still mounted after topicfs mount exited", m.Dir)
+		lazyUnmount(m.Dir)
+	}
+}
+
+// Kill simulates a crash: SIGKILL, then a lazy unmount of what the dead
+// process left behind.
+func (m *mountProc) Kill() {
+	m.t.Helper()
+	m.KillKeepMount()
+	lazyUnmount(m.Dir)
+}
+
+// KillKeepMount sends SIGKILL and leaves the dead mount in place, so every
+// access to m.Dir fails with ENOTCONN ("Transport endpoint is not connected").
+func (m *mountProc) KillKeepMount() {
+	m.t.Helper()
+	if m.Running() {
+		_ = m.Cmd.Process.Kill()
+	}
+	m.Wait()
+}
+
+// Remount starts topicfs again on the same mountpoint and data directory with
+// the same options. A still running process is stopped first with Stop.
+func (m *mountProc) Remount() {
+	m.t.Helper()
+	if m.Running() {
+		m.Stop()
+	}
+	m.start(topicfsBinary(m.t))
+}
+
+func (m *mountProc) cleanup() {
+	if m.Cmd == nil {
+		return
+	}
+	if m.Running() {
+		_ = m.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(harnessDeadline):
+			_ = m.Cmd.Process.Kill()
+			<-m.done
+		}
+	}
+	if isMounted(m.Dir) {
+		lazyUnmount(m.Dir)
+	}
+	if m.t.Failed() {
+		m.t.Logf("topicfs mount stderr:\n%s", m.Stderr())
+	}
+}
+
+// Sh runs script with bash -euo pipefail in the mount's parent directory,
+// with MNT set to the mountpoint and DATA to the data directory, and returns
+// its stdout. It fails the test (showing stderr) if the script fails.
+func (m *mountProc) Sh(t testing.TB, script string) string {
+	t.Helper()
+	out, errOut, err := m.ShErr(script)
+	require.NoError(t, err, "script:\n%s\nstdout:\n%s\nstderr:\n%s", script, out, errOut)
+	return out
+}
+
+// ShErr is Sh without the failure: it returns stdout, stderr and the error.
+func (m *mountProc) ShErr(script string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*harnessDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = filepath.Dir(m.Dir)
+	cmd.Env = append(os.Environ(), "MNT="+m.Dir, "DATA="+m.Data, "LC_ALL=C")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// isMounted reports whether dir is a mountpoint (per /proc/self/mountinfo).
+func isMounted(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMountinfo(f[4]) == abs {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of
+// /proc/self/mountinfo paths.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// lazyUnmount detaches whatever is mounted on dir (MNT_DETACH), falling back
+// to umount -l; both are harmless when nothing is mounted.
+func lazyUnmount(dir string) {
+	for i := 0; i < 10 && isMounted(dir); i++ {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			_ = exec.Command("umount", "-l", dir).Run()
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() >= 0 {
+			return ee.ExitCode()
+		}
+		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+	}
+	return -1
+}
+
+// lockedBuffer collects lines from the stderr reader goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) WriteLine(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+	b.buf.WriteByte('\n')
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runTopicfs runs the topicfs binary with args (not a mount) and returns its
+// stdout, stderr and exit code.
+func runTopicfs(t testing.TB, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*harnessDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, topicfsBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if err != nil {
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "running topicfs %v: %v", args, err)
+	}
+	return o.String(), e.String(), exitCode(err)
+}
