@@ -1,0 +1,29 @@
+// Package policies decides what the engine rolls, deletes and compacts, and
+// runs those decisions in the background like a Kafka broker's log manager
+// and log cleaner.
+//
+// The decisions are pure functions over an engine snapshot
+// ([]engine.SegmentInfo, engine.Config, a clock), so they are table-tested
+// without a disk:
+//
+//	n, reason := policies.RetentionDeletable(p.Segments(), p.Config(), time.Now())
+//	if n > 0 {
+//		p.DeleteOldestSegments(n, reason) // the engine does the file work
+//	}
+//
+// The log cleaner (compaction) follows Kafka's LogCleaner: it picks the log
+// with the highest dirty ratio, builds an OffsetMap (MD5 of each key → latest
+// offset) over the dirty range, then rewrites every segment from the log start
+// up to where the map reached, keeping each key's latest record, and swaps the
+// result in through the engine's .cleaned/.swap protocol.
+//
+// A Scheduler ties both to a LogDir:
+//
+//	s := policies.NewScheduler(logDir, policies.Options{})
+//	s.Start()
+//	defer s.Stop()
+//	st := s.State("orders", 0) // dirty ratio, last cleaning, plain-words explanations
+//
+// Tests drive passes synchronously with RunRetention and RunCleaner and inject
+// a clock through Options.Now.
+package policies
