@@ -1,0 +1,503 @@
+package tests
+
+// The crash harness: concurrent writers (some fsyncing every batch), readers
+// and background retention/compaction run against a real mount that is
+// SIGKILLed at random moments, lazily unmounted and mounted again on the same
+// data directory, over and over.
+//
+// After every remount it verifies, through records.jsonl:
+//   - every record acknowledged by a successful fsync (or by close before a
+//     clean SIGTERM stop) is present exactly once (non-compacted topics);
+//   - offsets strictly increase (and are contiguous from 0 where nothing is
+//     ever deleted);
+//   - every record is one some writer wrote (payloads are self-checking);
+//   - on the retention topic the acknowledged records still there are a suffix
+//     of what was acknowledged, and the newest is always there;
+//   - on the compacted topic each key's last record is at least as new as the
+//     last acknowledged write of that key;
+//
+// and during the run no reader ever got bytes that were not a written record.
+// Every tenth cycle stops cleanly instead and runs `topicfs check DIR`.
+//
+// Knobs: TOPICFS_CRASH_CYCLES (default 30), TOPICFS_CRASH_SEED.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const crashConfig = `
+"segment.bytes" = 16384
+"index.interval.bytes" = 1024
+"segment.index.bytes" = 65536
+"retention.ms" = -1
+"retention.check.interval.ms" = 100
+"file.delete.delay.ms" = 200
+"linger.ms" = 2
+"num.partitions" = 2
+
+[topics.ret]
+"retention.bytes" = 49152
+
+[topics.cmp]
+"cleanup.policy" = "compact"
+"parse.key" = true
+"segment.bytes" = 8192
+"min.cleanable.dirty.ratio" = 0.01
+"delete.retention.ms" = 500
+`
+
+// crashWriter is one writer identity; its sequence numbers continue across
+// cycles so every payload it ever writes is unique.
+type crashWriter struct {
+	id     int
+	topic  string
+	file   string // path below the mountpoint
+	fsync  bool   // f.Sync() after every batch
+	reopen bool   // open and close the file for every batch
+	keyed  bool   // lines are key \t value (parse.key topic)
+
+	attempted atomic.Int64 // seqs < attempted were handed to write(2)
+	synced    atomic.Int64 // seqs < synced were acknowledged by a successful fsync
+	closed    atomic.Int64 // seqs < closed were written and closed without error
+	mustHave  int          // seqs < mustHave must survive (test goroutine only)
+}
+
+const cmpKeys = 16
+
+// crashKey is the key of a keyed writer's record seq; every fifth round of
+// keys is a tombstone.
+func crashKey(w, seq int) string  { return fmt.Sprintf("k%02d-%02d", w, seq%cmpKeys) }
+func crashTombstone(seq int) bool { return (seq/cmpKeys)%5 == 4 }
+
+func (w *crashWriter) line(seq int) string {
+	if !w.keyed {
+		return relPayload(w.id, seq) + "\n"
+	}
+	if crashTombstone(seq) {
+		return crashKey(w.id, seq) + "\t\n" // null.marker "" = tombstone
+	}
+	return crashKey(w.id, seq) + "\t" + relPayload(w.id, seq) + "\n"
+}
+
+// run writes batches until stop is closed or an error happens.
+func (w *crashWriter) run(mnt string, rng *rand.Rand, stop <-chan struct{}, fail func(string, error)) {
+	path := filepath.Join(mnt, w.file)
+	var f *os.File
+	defer func() {
+		if f != nil {
+			if err := f.Close(); err != nil {
+				fail(fmt.Sprintf("writer %d close %s", w.id, w.file), err)
+				return
+			}
+			w.closed.Store(w.attempted.Load())
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var err error
+		if f == nil {
+			if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+				f = nil
+				fail(fmt.Sprintf("writer %d open %s", w.id, w.file), err)
+				return
+			}
+		}
+		start := int(w.attempted.Load())
+		n := 1 + rng.IntN(30)
+		var buf bytes.Buffer
+		for s := start; s < start+n; s++ {
+			buf.WriteString(w.line(s))
+		}
+		w.attempted.Store(int64(start + n))
+		b := buf.Bytes()
+		if rng.IntN(4) == 0 && len(b) > 2 {
+			cut := 1 + rng.IntN(len(b)-1) // split a line across two write(2)s
+			if _, err = f.Write(b[:cut]); err == nil {
+				_, err = f.Write(b[cut:])
+			}
+		} else {
+			_, err = f.Write(b)
+		}
+		if err != nil {
+			fail(fmt.Sprintf("writer %d write %s", w.id, w.file), err)
+			return
+		}
+		if w.fsync {
+			if err := f.Sync(); err != nil {
+				fail(fmt.Sprintf("writer %d fsync %s", w.id, w.file), err)
+				return
+			}
+			w.synced.Store(int64(start + n))
+		}
+		if w.reopen {
+			err := f.Close()
+			f = nil
+			if err != nil {
+				fail(fmt.Sprintf("writer %d close %s", w.id, w.file), err)
+				return
+			}
+			w.closed.Store(int64(start + n))
+		}
+		if d := rng.IntN(4); d > 0 {
+			time.Sleep(time.Duration(d) * time.Millisecond)
+		}
+	}
+}
+
+// crashRun holds the state of one crash test across cycles.
+type crashRun struct {
+	t       *testing.T
+	m       *mountProc
+	writers []*crashWriter
+	byID    map[int]*crashWriter
+
+	killed    atomic.Bool
+	mu        sync.Mutex
+	failures  []string
+	linesRead atomic.Int64
+	readsDone atomic.Int64
+}
+
+func (r *crashRun) fail(what string, err error) {
+	if r.killed.Load() {
+		return // the server is gone: every access fails now, as it should
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.failures) < 50 {
+		r.failures = append(r.failures, fmt.Sprintf("%s: %v", what, err))
+	}
+}
+
+// validLine checks one line read from a plain view of topic.
+func (r *crashRun) validLine(topic, line string) error {
+	if topic == "cmp" && line == "" {
+		return nil // a tombstone prints the empty null.marker
+	}
+	w, seq, ok := relParsePayload(line)
+	if !ok {
+		return fmt.Errorf("line %q is not a written record", line)
+	}
+	wr := r.byID[w]
+	if wr == nil || wr.topic != topic {
+		return fmt.Errorf("line %q belongs to no writer of topic %s", line, topic)
+	}
+	if int64(seq) >= wr.attempted.Load() {
+		return fmt.Errorf("line %q was never written (writer %d attempted %d)", line, w, wr.attempted.Load())
+	}
+	if wr.keyed && crashTombstone(seq) {
+		return fmt.Errorf("line %q is the value of a tombstone write", line)
+	}
+	return nil
+}
+
+// readWhole reads a view from start to end again and again.
+func (r *crashRun) readWhole(topic, path string, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			r.fail("read "+path, err)
+			return
+		}
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			r.fail("read "+path, fmt.Errorf("view ends inside a line: %q", tailBytes(data, 60)))
+		}
+		for _, l := range linesOf(string(data)) {
+			if err := r.validLine(topic, l); err != nil {
+				r.fail("read "+path, err)
+				return
+			}
+		}
+		r.linesRead.Add(int64(len(linesOf(string(data)))))
+		r.readsDone.Add(1)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// follow keeps one view open and reads what it grows by, like tail -f.
+func (r *crashRun) follow(topic, path string, stop <-chan struct{}) {
+	f, err := os.Open(path)
+	if err != nil {
+		r.fail("open "+path, err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	var partial []byte
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			partial = append(partial, buf[:n]...)
+			for {
+				i := bytes.IndexByte(partial, '\n')
+				if i < 0 {
+					break
+				}
+				if verr := r.validLine(topic, string(partial[:i])); verr != nil {
+					r.fail("follow "+path, verr)
+					return
+				}
+				r.linesRead.Add(1)
+				partial = partial[i+1:]
+			}
+		}
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			r.fail("follow "+path, err)
+			return
+		}
+	}
+}
+
+func TestCrashKillCycles(t *testing.T) {
+	cycles := envInt("TOPICFS_CRASH_CYCLES", 30)
+	seed := uint64(envInt("TOPICFS_CRASH_SEED", int(time.Now().UnixNano()%1e12)))
+	t.Logf("crash test: %d cycles, seed %d (set TOPICFS_CRASH_SEED to replay)", cycles, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+
+	m := startMount(t, mountOpts{Config: crashConfig})
+	for _, topic := range []string{"plain", "ret", "cmp"} {
+		require.NoError(t, os.Mkdir(m.Path(topic), 0o755), "mkdir topic %s", topic)
+		for _, p := range []string{"0", "1"} {
+			_, err := os.Stat(m.Path(topic, p, "records"))
+			require.NoError(t, err, "num.partitions=2 from mount.toml must give partition %s", p)
+		}
+	}
+	cfg, err := os.ReadFile(m.Path("ret", "config"))
+	require.NoError(t, err)
+	require.Contains(t, string(cfg), "retention.bytes=49152", "[topics.ret] from mount.toml applies to a topic made by mkdir")
+	cfg, err = os.ReadFile(m.Path("cmp", "config"))
+	require.NoError(t, err)
+	require.Contains(t, string(cfg), "cleanup.policy=compact")
+	require.Contains(t, string(cfg), "parse.key=true")
+
+	r := &crashRun{t: t, m: m, byID: map[int]*crashWriter{}}
+	r.writers = []*crashWriter{
+		{id: 0, topic: "plain", file: "plain/0/append", fsync: true},
+		{id: 1, topic: "plain", file: "plain/1/append", fsync: true, reopen: true},
+		{id: 2, topic: "plain", file: "plain/append", fsync: true},
+		{id: 3, topic: "plain", file: "plain/0/append", reopen: true},
+		{id: 4, topic: "ret", file: "ret/0/append", fsync: true},
+		{id: 5, topic: "ret", file: "ret/1/append", fsync: true, reopen: true},
+		{id: 6, topic: "cmp", file: "cmp/0/append", fsync: true, keyed: true},
+		{id: 7, topic: "cmp", file: "cmp/append", fsync: true, reopen: true, keyed: true},
+	}
+	for _, w := range r.writers {
+		r.byID[w.id] = w
+	}
+
+	var verified, crashImagesRejected, checks int
+	kills := 0
+	for c := 0; c < cycles; c++ {
+		graceful := c%10 == 9
+		r.killed.Store(false)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, w := range r.writers {
+			wg.Add(1)
+			go func(w *crashWriter, wrng *rand.Rand) {
+				defer wg.Done()
+				w.run(m.Dir, wrng, stop, r.fail)
+			}(w, rand.New(rand.NewPCG(seed+uint64(c), uint64(w.id))))
+		}
+		for _, v := range []struct{ topic, file string }{{"plain", "plain/0/records"}, {"ret", "ret/0/records"}, {"cmp", "cmp/0/records"}, {"ret", "ret/1/records"}} {
+			wg.Add(1)
+			go func(topic, path string) { defer wg.Done(); r.readWhole(topic, path, stop) }(v.topic, m.Path(v.file))
+		}
+		for _, v := range []struct{ topic, file string }{{"plain", "plain/1/records"}, {"cmp", "cmp/1/records"}} {
+			wg.Add(1)
+			go func(topic, path string) { defer wg.Done(); r.follow(topic, path, stop) }(v.topic, m.Path(v.file))
+		}
+
+		time.Sleep(time.Duration(30+rng.IntN(600)) * time.Millisecond)
+
+		if graceful {
+			close(stop)
+			wg.Wait()
+			m.Stop()
+			for _, w := range r.writers {
+				w.mustHave = max(w.mustHave, int(w.synced.Load()), int(w.closed.Load()))
+			}
+			if requireCheckPasses(t, m.Data) {
+				checks++
+			}
+		} else {
+			r.killed.Store(true)
+			m.KillKeepMount()
+			kills++
+			close(stop)
+			wg.Wait()
+			lazyUnmount(m.Dir)
+			for _, w := range r.writers {
+				w.mustHave = max(w.mustHave, int(w.synced.Load()))
+			}
+			// The crash image itself: a torn tail is expected here and is
+			// recovery's job, so this is reported, not asserted.
+			if res := runCheck(t, m.Data); !res.Missing && res.Code != 0 {
+				crashImagesRejected++
+			}
+		}
+		r.mu.Lock()
+		failures := append([]string(nil), r.failures...)
+		r.mu.Unlock()
+		require.Empty(t, failures, "cycle %d: errors while the mount was alive", c)
+
+		m.Remount()
+		verified = r.verify(c)
+		if testing.Verbose() && (c%10 == 0 || c == cycles-1) {
+			t.Logf("cycle %d/%d (%s): %d acknowledged records verified, %d lines read so far",
+				c+1, cycles, map[bool]string{true: "clean stop", false: "SIGKILL"}[graceful], verified, r.linesRead.Load())
+		}
+	}
+	m.Stop()
+	if requireCheckPasses(t, m.Data) {
+		checks++
+	}
+	var attempted int64
+	for _, w := range r.writers {
+		attempted += w.attempted.Load()
+	}
+	summary := fmt.Sprintf("crash: %d cycles (%d SIGKILL, %d clean), %d records written, %d acknowledged records verified present at the end, %d lines read and validated by concurrent readers (%d whole reads), %d offline checks passed, %d crash images flagged by check before recovery",
+		cycles, kills, cycles-kills, attempted, verified, r.linesRead.Load(), r.readsDone.Load(), checks, crashImagesRejected)
+	t.Log(summary)
+	if testing.Verbose() {
+		fmt.Println(summary)
+	}
+}
+
+// verify reads every partition's records.jsonl and checks the invariants
+// listed at the top of this file. It returns how many acknowledged records
+// it found where they must be.
+func (r *crashRun) verify(cycle int) int {
+	t := r.t
+	t.Helper()
+	present := map[int]map[int]bool{} // writer -> seq -> present
+	lastOfKey := map[string]jsonRec{} // cmp: key -> last record
+	for _, w := range r.writers {
+		present[w.id] = map[int]bool{}
+	}
+	for _, topic := range []string{"plain", "ret", "cmp"} {
+		seen := map[string]int64{}
+		for _, p := range []string{"0", "1"} {
+			path := r.m.Path(topic, p, "records.jsonl")
+			recs, err := readJSONL(path)
+			require.NoError(t, err, "cycle %d: read %s after remount", cycle, path)
+			for i, rec := range recs {
+				if i > 0 {
+					require.Greater(t, rec.Offset, recs[i-1].Offset, "cycle %d: %s offsets must strictly increase", cycle, path)
+				}
+				if topic == "plain" {
+					require.Equal(t, int64(i), rec.Offset, "cycle %d: %s: nothing is ever deleted, so offsets are 0,1,2,...", cycle, path)
+				}
+				if topic == "cmp" {
+					k, ok := rec.KeyString()
+					require.True(t, ok, "cycle %d: %s offset %d has no key", cycle, path, rec.Offset)
+					lastOfKey[k] = rec
+					if rec.IsTombstone() {
+						continue
+					}
+				}
+				v, ok := rec.ValueString()
+				require.True(t, ok, "cycle %d: %s offset %d: value %s is not a string", cycle, path, rec.Offset, rec.Value)
+				require.NoError(t, r.validLine(topic, v), "cycle %d: %s offset %d", cycle, path, rec.Offset)
+				if prev, dup := seen[v]; dup {
+					t.Fatalf("cycle %d: %s: record %q appears twice (offsets %d and %d)", cycle, topic, v, prev, rec.Offset)
+				}
+				seen[v] = rec.Offset
+				w, seq, _ := relParsePayload(v)
+				if topic == "cmp" {
+					k, _ := rec.KeyString()
+					require.Equal(t, crashKey(w, seq), k, "cycle %d: %s offset %d: key does not match value", cycle, path, rec.Offset)
+				}
+				present[w][seq] = true
+			}
+		}
+	}
+
+	verified := 0
+	for _, w := range r.writers {
+		switch w.topic {
+		case "plain":
+			for s := 0; s < w.mustHave; s++ {
+				if !present[w.id][s] {
+					t.Fatalf("cycle %d: acknowledged record %q (writer %d via %s) is missing after remount", cycle, relPayload(w.id, s), w.id, w.file)
+				}
+			}
+			verified += w.mustHave
+		case "ret":
+			if w.mustHave == 0 {
+				continue
+			}
+			if !present[w.id][w.mustHave-1] {
+				t.Fatalf("cycle %d: newest acknowledged record %q of %s is missing (retention keeps the newest retention.bytes)", cycle, relPayload(w.id, w.mustHave-1), w.file)
+			}
+			first := w.mustHave - 1
+			for first > 0 && present[w.id][first-1] {
+				first--
+			}
+			for s := 0; s < first; s++ {
+				if present[w.id][s] {
+					t.Fatalf("cycle %d: %s: acknowledged record %q is present but %q after it is not: retention must delete a prefix", cycle, w.file, relPayload(w.id, s), relPayload(w.id, first-1))
+				}
+			}
+			verified += w.mustHave - first
+		case "cmp":
+			for k := 0; k < cmpKeys && k < w.mustHave; k++ {
+				key := crashKey(w.id, k)
+				lastMust := k + ((w.mustHave-1-k)/cmpKeys)*cmpKeys // the last acknowledged seq of this key
+				rec, ok := lastOfKey[key]
+				if ok && !rec.IsTombstone() {
+					v, _ := rec.ValueString()
+					_, seq, _ := relParsePayload(v)
+					if seq < lastMust {
+						t.Fatalf("cycle %d: key %s: last record %q is older than the acknowledged %s", cycle, key, v, strings.TrimSpace(w.line(lastMust)))
+					}
+				} else {
+					// Deleted or a tombstone: some tombstone of this key at or
+					// after the last acknowledged write must have been written.
+					found := false
+					for s := lastMust; int64(s) < w.attempted.Load(); s += cmpKeys {
+						if crashTombstone(s) {
+							found = true
+							break
+						}
+					}
+					if !found {
+						t.Fatalf("cycle %d: key %s: no live value, but the acknowledged %q was never deleted by a later tombstone", cycle, key, strings.TrimSpace(w.line(lastMust)))
+					}
+				}
+				verified++
+			}
+		}
+	}
+	return verified
+}
