@@ -1,0 +1,85 @@
+//go:build wiring
+
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/topicfs/topicfs/engine"
+)
+
+// mountConfig is mount.toml resolved and validated: what mount opens the
+// data directory with.
+type mountConfig struct {
+	Source    string                       // the config file, or "built-in defaults"
+	Defaults  engine.Config                // every topic's config before [topics.NAME]
+	Overrides map[string]map[string]string // [topics.NAME] tables, validated
+	DataDir   string                       // log.dirs, or the default data home; "" if neither
+}
+
+// defaultDataDir is $XDG_DATA_HOME/topicfs, else ~/.local/share/topicfs.
+func defaultDataDir() (string, error) {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "topicfs"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no data directory: give --data DIR (cannot find the home directory: %v)", err)
+	}
+	return filepath.Join(home, ".local", "share", "topicfs"), nil
+}
+
+// resolveConfig loads mount.toml from path ("" = none: built-in defaults)
+// and applies every setting through engine.Config.Set, so names and values
+// are validated exactly as a topic's config file validates them. Errors name
+// the offending key.
+func resolveConfig(path string) (*mountConfig, error) {
+	mc := &mountConfig{
+		Source:    "built-in defaults",
+		Defaults:  engine.DefaultConfig(),
+		Overrides: map[string]map[string]string{},
+	}
+	if path == "" {
+		return mc, nil
+	}
+	fc, err := loadConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	mc.Source = path
+	mc.DataDir = fc.DataDir
+	for _, name := range sortedKeys(fc.Settings) {
+		if err := mc.Defaults.Set(name, fc.Settings[name]); err != nil {
+			return nil, fmt.Errorf("config %s: key %q: %v", path, name, err)
+		}
+	}
+	for _, topic := range sortedKeys(fc.Topics) {
+		if err := engine.ValidTopicName(topic); err != nil {
+			return nil, fmt.Errorf("config %s: [topics.%s]: %v", path, topic, err)
+		}
+		kv := fc.Topics[topic]
+		c := mc.Defaults
+		for _, name := range sortedKeys(kv) {
+			if err := c.Set(name, kv[name]); err != nil {
+				return nil, fmt.Errorf("config %s: [topics.%s] key %q: %v", path, topic, name, err)
+			}
+			if !engine.IsTopicSetting(name) {
+				return nil, fmt.Errorf("config %s: [topics.%s] key %q is a mount-wide setting; set it at the top level", path, topic, name)
+			}
+		}
+		mc.Overrides[topic] = kv
+	}
+	return mc, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,186 @@
+//go:build wiring
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/policies"
+)
+
+// Metric names, part of the operator-facing interface: renaming one breaks
+// dashboards.
+const (
+	mLogSize          = "topicfs_log_size_bytes"
+	mLogStart         = "topicfs_log_start_offset"
+	mLogEnd           = "topicfs_log_end_offset"
+	mSegments         = "topicfs_log_segments"
+	mAppendRecords    = "topicfs_append_records_total"
+	mAppendBytes      = "topicfs_append_bytes_total"
+	mReadBytes        = "topicfs_read_bytes_total"
+	mDirtyRatio       = "topicfs_cleaner_dirty_ratio"
+	mCleanerRuns      = "topicfs_cleaner_runs_total"
+	mRetentionSegs    = "topicfs_retention_deleted_segments_total"
+	mRetentionBytes   = "topicfs_retention_deleted_bytes_total"
+	mFuseOpDuration   = "topicfs_fuse_op_duration_seconds"
+	mTopics           = "topicfs_topics"
+	mPartitionLabels  = "partition"
+	mTopicLabel       = "topic"
+	metricsReadHeader = 10 * time.Second
+)
+
+// logDirCollector is a prometheus.Collector that reads engine and policy
+// state at scrape time, so nothing is updated on the append path.
+type logDirCollector struct {
+	d     *engine.LogDir
+	state func(topic string, partition int) (policies.PartitionState, bool) // nil on read-only mounts
+
+	size, start, end, segments            *prometheus.Desc
+	appendRecords, appendBytes, readBytes *prometheus.Desc
+	dirtyRatio, cleanerRuns               *prometheus.Desc
+	retSegments, retBytes                 *prometheus.Desc
+	topics                                *prometheus.Desc
+}
+
+func newLogDirCollector(d *engine.LogDir, state func(string, int) (policies.PartitionState, bool)) *logDirCollector {
+	labels := []string{mTopicLabel, mPartitionLabels}
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) }
+	return &logDirCollector{
+		d:             d,
+		state:         state,
+		size:          desc(mLogSize, "Bytes of the partition's log segments (.log files) on disk."),
+		start:         desc(mLogStart, "The partition's log start offset: the first retained offset."),
+		end:           desc(mLogEnd, "The partition's log end offset: the next offset to be assigned."),
+		segments:      desc(mSegments, "Number of segments in the partition's log, the active one included."),
+		appendRecords: desc(mAppendRecords, "Records appended to the partition since the mount started."),
+		appendBytes:   desc(mAppendBytes, "Bytes of record batches appended to the partition since the mount started."),
+		readBytes:     desc(mReadBytes, "Bytes read from the partition's segments since the mount started."),
+		dirtyRatio:    desc(mDirtyRatio, "Dirty ratio the log cleaner last computed: uncleaned bytes / (cleaned + uncleaned)."),
+		cleanerRuns:   desc(mCleanerRuns, "Log cleaner (compaction) runs completed on the partition since the mount started."),
+		retSegments:   desc(mRetentionSegs, "Segments deleted by retention since the mount started."),
+		retBytes:      desc(mRetentionBytes, "Bytes deleted by retention since the mount started."),
+		topics:        prometheus.NewDesc(mTopics, "Number of topics in the data directory.", nil, nil),
+	}
+}
+
+func (c *logDirCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.size, c.start, c.end, c.segments, c.appendRecords, c.appendBytes,
+		c.readBytes, c.dirtyRatio, c.cleanerRuns, c.retSegments, c.retBytes, c.topics} {
+		ch <- d
+	}
+}
+
+func (c *logDirCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(c.d.Topics())))
+	for _, p := range c.d.Partitions() {
+		lv := []string{p.Topic(), strconv.Itoa(p.ID())}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+		}
+		counter := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
+		}
+		segs := p.Segments()
+		var size int64
+		for _, s := range segs {
+			size += s.Size
+		}
+		gauge(c.size, float64(size))
+		gauge(c.segments, float64(len(segs)))
+		gauge(c.start, float64(p.LogStartOffset()))
+		gauge(c.end, float64(p.LogEndOffset()))
+		st := p.Stats()
+		counter(c.appendRecords, float64(st.AppendedRecords))
+		counter(c.appendBytes, float64(st.AppendedBytes))
+		counter(c.readBytes, float64(st.ReadBytes))
+		if c.state == nil {
+			continue
+		}
+		ps, ok := c.state(p.Topic(), p.ID())
+		if !ok {
+			continue
+		}
+		gauge(c.dirtyRatio, ps.DirtyRatio)
+		counter(c.cleanerRuns, float64(ps.Cleanings))
+		counter(c.retSegments, float64(ps.SegmentsDeleted))
+		counter(c.retBytes, float64(ps.BytesDeleted))
+	}
+}
+
+// metricsServer serves /metrics for --metrics-addr.
+type metricsServer struct {
+	ln     net.Listener
+	srv    *http.Server
+	opDur  *prometheus.HistogramVec
+	logger *slog.Logger
+}
+
+// startMetrics listens on addr and serves the registry in the background.
+func startMetrics(addr string, d *engine.LogDir, state func(string, int) (policies.PartitionState, bool), logger *slog.Logger) (*metricsServer, error) {
+	reg := prometheus.NewRegistry()
+	opDur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: mFuseOpDuration,
+		Help: "Time the FUSE handlers took, by operation (lookup, getattr, read, write, ...).",
+		// 10µs .. ~10s: a cached getattr to an fsync on a slow disk.
+		Buckets: prometheus.ExponentialBuckets(10e-6, 4, 11),
+	}, []string{"op"})
+	reg.MustRegister(
+		newLogDirCollector(d, state),
+		opDur,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("topicfs: metrics at /metrics\n"))
+	})
+	m := &metricsServer{
+		ln:     ln,
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadHeader},
+		opDur:  opDur,
+		logger: logger,
+	}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return m, nil
+}
+
+// Addr is the address the server listens on (the real port for ":0").
+func (m *metricsServer) Addr() string { return m.ln.Addr().String() }
+
+// ObserveOp is the fusefs.Options.OpLatency hook. Safe for concurrent use.
+func (m *metricsServer) ObserveOp(op string, d time.Duration) {
+	m.opDur.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// Close stops serving, letting a scrape in flight finish briefly.
+func (m *metricsServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		_ = m.srv.Close()
+	}
+}

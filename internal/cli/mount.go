@@ -1,0 +1,243 @@
+//go:build wiring
+
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/fusefs"
+	"github.com/topicfs/topicfs/policies"
+)
+
+// unmountDeadline bounds how long shutdown waits for open files on a lazily
+// detached mount to be closed before it closes the log directory anyway.
+const unmountDeadline = 10 * time.Second
+
+func init() {
+	register(&command{
+		name:     "mount",
+		synopsis: "mount a data directory of topics on MOUNTPOINT (foreground)",
+		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] MOUNTPOINT",
+		help: `
+Mounts the topics of a data directory (Kafka's log.dirs layout) on MOUNTPOINT
+and runs retention and log compaction in the background, as a Kafka broker
+does. It runs in the foreground and prints
+
+    topicfs: mounted MOUNTPOINT (data DIR)
+
+on stderr once the mount answers. SIGINT or SIGTERM unmounts (lazily, if files
+are still open), stops the background policies, flushes, checkpoints and exits
+0. A stale mount left at MOUNTPOINT by a killed topicfs ("Transport endpoint
+is not connected") is cleared with a lazy unmount at startup.
+
+Without --config, every topic runs on Kafka's defaults and the data lives in
+$XDG_DATA_HOME/topicfs (default ~/.local/share/topicfs). mount.toml sets
+defaults under Kafka's names ("segment.bytes" = 1073741824), the data
+directory (log.dirs), and per-topic overrides ([topics.NAME] tables); see
+mount.toml.example.`,
+		flags: mountFlags,
+	})
+}
+
+type mountOptions struct {
+	config      string
+	data        string
+	readOnly    bool
+	logLevel    string
+	logFormat   string
+	metricsAddr string
+}
+
+func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
+	o := &mountOptions{}
+	fs.StringVar(&o.config, "config", "", "read settings from `FILE` (mount.toml: Kafka names, log.dirs, [topics.NAME] overrides)")
+	fs.StringVar(&o.data, "data", "", "data `DIR`ectory holding the topics (overrides log.dirs; default $XDG_DATA_HOME/topicfs)")
+	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only: no appends, no config changes, no retention or compaction (safe on a copy of a Kafka broker's data)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464) at /metrics; off when empty")
+	return func(args []string) int { return runMount(o, args, e) }
+}
+
+func runMount(o *mountOptions, args []string, e *env) int {
+	const cmd = "mount"
+	switch len(args) {
+	case 0:
+		return e.usageErr(cmd, "missing MOUNTPOINT")
+	case 1:
+	default:
+		return e.usageErr(cmd, "want one MOUNTPOINT, got %d arguments: %q", len(args), args)
+	}
+	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return e.usageErr(cmd, "%v", err)
+	}
+	mc, err := resolveConfig(o.config)
+	if err != nil {
+		return e.fail(cmd, "%v", err)
+	}
+	dataDir := mc.DataDir
+	switch {
+	case o.data != "":
+		dataDir = resolvePath(".", o.data)
+	case dataDir == "":
+		if dataDir, err = defaultDataDir(); err != nil {
+			return e.fail(cmd, "%v", err)
+		}
+	}
+	mnt, err := prepareMountpoint(args[0], func(msg string) { fmt.Fprintln(e.stderr, msg) })
+	if err != nil {
+		return e.fail(cmd, "%v", err)
+	}
+	if within(dataDir, mnt) {
+		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, mnt)
+	}
+	if o.readOnly {
+		if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
+			return e.fail(cmd, "data directory %s does not exist (a read-only mount does not create it)", dataDir)
+		}
+	} else if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return e.fail(cmd, "cannot create data directory %s: %v", dataDir, unwrapErrno(err))
+	}
+
+	d, err := engine.OpenLogDir(vfs.OS, dataDir, engine.LogDirOptions{
+		Defaults:  mc.Defaults,
+		Overrides: mc.Overrides,
+		ReadOnly:  o.readOnly,
+		Logger:    logger,
+	})
+	if err != nil {
+		if errors.Is(err, engine.ErrLocked) {
+			return e.fail(cmd, "data directory %s is in use by another topicfs mount (or a Kafka broker); stop it first or use --read-only", dataDir)
+		}
+		return e.fail(cmd, "cannot open data directory %s: %v", dataDir, err)
+	}
+	logger.Info("opened data directory", "data", dataDir, "config", mc.Source, "topics", len(d.Topics()), "read_only", o.readOnly)
+
+	// Retention and compaction rewrite the log, so a read-only mount runs
+	// neither.
+	var sched *policies.Scheduler
+	var state func(string, int) (policies.PartitionState, bool)
+	if !o.readOnly {
+		sched = policies.NewScheduler(d, policies.Options{
+			Logger:           logger,
+			CleanerThreads:   int(mc.Defaults.CleanerThreads),
+			DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
+		})
+		sched.Start()
+		state = schedulerState(sched)
+	}
+	closeEngine := func() {
+		if sched != nil {
+			sched.Stop()
+		}
+		if err := d.Close(); err != nil {
+			logger.Error("closing data directory", "data", dataDir, "err", err)
+		}
+	}
+
+	var ms *metricsServer
+	if o.metricsAddr != "" {
+		ms, err = startMetrics(o.metricsAddr, d, state, logger)
+		if err != nil {
+			closeEngine()
+			return e.fail(cmd, "--metrics-addr %s: %v", o.metricsAddr, err)
+		}
+		fmt.Fprintf(e.stderr, "topicfs: metrics on http://%s/metrics\n", ms.Addr())
+	}
+
+	fopts := fusefs.Options{ReadOnly: o.readOnly, Logger: logger, State: state}
+	if ms != nil {
+		fopts.OpLatency = ms.ObserveOp
+	}
+	srv, err := fusefs.Mount(mnt, d, fopts)
+	if err != nil {
+		if ms != nil {
+			ms.Close()
+		}
+		closeEngine()
+		return e.fail(cmd, "cannot mount %s: %v", mnt, mountErr(err))
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() { srv.Wait(); close(served) }()
+
+	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s)\n", mnt, dataDir)
+
+	select {
+	case sig := <-sigs:
+		logger.Info("unmounting", "signal", sig.String(), "mountpoint", mnt)
+		go func() {
+			// A second signal while shutting down exits at once.
+			sig := <-sigs
+			fmt.Fprintf(e.stderr, "topicfs: %s again: exiting without a clean shutdown\n", sig)
+			os.Exit(exitFail)
+		}()
+		unmount(srv.Unmount, mnt, served, logger)
+	case <-served:
+		logger.Info("unmounted from outside (umount)", "mountpoint", mnt)
+	}
+
+	if ms != nil {
+		ms.Close()
+	}
+	closeEngine()
+	fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
+	return exitOK
+}
+
+// unmount asks the FUSE server to unmount; when that fails (files still open:
+// EBUSY), it detaches the mount lazily and waits, up to unmountDeadline, for
+// the last open file to be closed.
+func unmount(srvUnmount func() error, mnt string, served <-chan struct{}, logger *slog.Logger) {
+	err := srvUnmount()
+	if err == nil {
+		select {
+		case <-served:
+			return
+		case <-time.After(unmountDeadline):
+			logger.Warn("FUSE server still running after unmount", "mountpoint", mnt)
+			return
+		}
+	}
+	logger.Warn("unmount failed, detaching lazily (files are still open)", "mountpoint", mnt, "err", err)
+	done, derr := detachWait(mnt, served, unmountDeadline)
+	if derr != nil {
+		logger.Error("lazy unmount failed", "mountpoint", mnt, "err", derr)
+	}
+	if !done {
+		logger.Warn("open files still hold the detached mount; shutting down anyway", "mountpoint", mnt, "waited", unmountDeadline)
+	}
+}
+
+// mountErr turns the common mount(2) failures into advice.
+func mountErr(err error) error {
+	switch {
+	case errors.Is(err, syscall.EBUSY):
+		return fmt.Errorf("mountpoint busy: %v", err)
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%v (mounting needs root or CAP_SYS_ADMIN, and read/write access to /dev/fuse)", err)
+	case errors.Is(err, syscall.ENODEV), errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%v (is the fuse kernel module loaded? modprobe fuse; /dev/fuse must exist)", err)
+	}
+	return err
+}
+
+// schedulerState adapts Scheduler.State to fusefs.Options.State.
+func schedulerState(s *policies.Scheduler) func(string, int) (policies.PartitionState, bool) {
+	return func(topic string, partition int) (policies.PartitionState, bool) {
+		return s.State(topic, partition), true
+	}
+}

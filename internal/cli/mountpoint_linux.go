@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// prepareMountpoint checks that path can be mounted on and returns it made
+// absolute. A stale FUSE mount left by a killed process ("Transport endpoint
+// is not connected") is cleared with a lazy unmount; note is called to say so.
+// Every error is one line that says what to do.
+func prepareMountpoint(path string, note func(string)) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint %s: %v", path, err)
+	}
+	_, err = os.Stat(abs)
+	if isStale(err) {
+		if uerr := unix.Unmount(abs, unix.MNT_DETACH); uerr != nil {
+			return "", fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, unwrapErrno(err), uerr, abs)
+		}
+		note(fmt.Sprintf("topicfs: cleared a stale mount at %s (transport endpoint was not connected; lazy unmount)", abs))
+		_, err = os.Stat(abs)
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mountpoint %s does not exist (create it with: mkdir -p %s)", abs, abs)
+	case errors.Is(err, os.ErrPermission):
+		return "", fmt.Errorf("mountpoint %s: permission denied", abs)
+	case err != nil:
+		return "", fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
+	}
+	// Resolve symlinks so the mountinfo comparison sees the real path.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	if fstype, ok := mountedAt(abs); ok {
+		return "", fmt.Errorf("mountpoint %s is busy: already mounted (%s); unmount it first (umount %s)", abs, fstype, abs)
+	}
+	return abs, nil
+}
+
+// isStale reports an error that a dead FUSE server's mount gives on access.
+func isStale(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
+}
+
+func unwrapErrno(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// mountedAt reports whether dir is itself a mountpoint, and of which type,
+// per /proc/self/mountinfo.
+func mountedAt(dir string) (fstype string, ok bool) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		f := strings.Fields(line)
+		if len(f) < 5 || unescapeOctal(f[4]) != dir {
+			continue
+		}
+		fstype = "unknown type"
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) {
+				fstype = f[i+1]
+				break
+			}
+		}
+		return fstype, true
+	}
+	return "", false
+}
+
+// unescapeOctal undoes mountinfo's \NNN escapes (\040 is a space).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// detachWait lazily unmounts mnt (MNT_DETACH) and waits, up to deadline, for
+// wait to return (the FUSE server loop ending after the last open file is
+// closed). It reports whether wait returned in time.
+func detachWait(mnt string, wait <-chan struct{}, deadline time.Duration) (bool, error) {
+	err := unix.Unmount(mnt, unix.MNT_DETACH)
+	if errors.Is(err, unix.EINVAL) { // already gone
+		err = nil
+	}
+	select {
+	case <-wait:
+		return true, err
+	case <-time.After(deadline):
+		return false, err
+	}
+}
+
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../"))
+}
