@@ -175,6 +175,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	go func() { srv.Wait(); close(served) }()
 
 	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s)\n", mnt, dataDir)
+	sdNotify("READY=1")
 
 	select {
 	case sig := <-sigs:
@@ -190,6 +191,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		logger.Info("unmounted from outside (umount)", "mountpoint", mnt)
 	}
 
+	sdNotify("STOPPING=1")
 	if ms != nil {
 		ms.Close()
 	}

@@ -1,0 +1,40 @@
+# Developer shortcuts. CI runs .ci/run, which runs the same checks.
+GO       ?= go
+FUZZTIME ?= 10s
+PKGS     ?= ./...
+
+.PHONY: all build test race lint fuzz bench ci clean
+
+all: lint race
+
+build:
+	$(GO) build -o bin/topicfs .
+
+test:
+	$(GO) test -count=1 $(PKGS)
+
+# The README's test command.
+race:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+lint:
+	$(GO) vet $(PKGS)
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+	@if command -v staticcheck >/dev/null; then staticcheck $(PKGS); else echo "staticcheck not installed: skipped"; fi
+
+# Every FuzzXxx target, FUZZTIME each.
+fuzz:
+	@grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's#^\./##; s#:func #:#' | sort -u | \
+	while IFS=: read -r file name; do \
+		echo "fuzz $$name ($$(dirname $$file))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) ./$$(dirname $$file) || exit 1; \
+	done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+ci:
+	bash .ci/run
+
+clean:
+	rm -rf bin
