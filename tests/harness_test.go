@@ -105,12 +105,15 @@ func requireFUSE(t testing.TB) {
 // mountOpts says how to start topicfs mount. The zero value mounts on a new
 // temporary mountpoint with a new temporary data directory and no config.
 type mountOpts struct {
-	Dir      string   // mountpoint; "" = a new t.TempDir()
-	Data     string   // data directory; "" = a new t.TempDir()
-	Config   string   // mount.toml contents; "" = no --config
-	ReadOnly bool     // --read-only
-	Args     []string // extra flags, placed before the mountpoint
-	Env      []string // extra environment, KEY=VALUE
+	Dir  string // mountpoint; "" = a new t.TempDir()
+	Data string // data directory; "" = a new t.TempDir()
+	// NoDataFlag leaves out --data, so log.dirs or the default data home
+	// applies; Data then only records where the test expects the data.
+	NoDataFlag bool
+	Config     string   // mount.toml contents; "" = no --config
+	ReadOnly   bool     // --read-only
+	Args       []string // extra flags, placed before the mountpoint
+	Env        []string // extra environment, KEY=VALUE
 	// NoWait returns as soon as the process started, without waiting for the
 	// ready line (for tests of startup failures; use Wait).
 	NoWait bool
@@ -140,7 +143,7 @@ func startMount(t testing.TB, opts mountOpts) *mountProc {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	if opts.Data == "" {
+	if opts.Data == "" && !opts.NoDataFlag {
 		opts.Data = t.TempDir()
 	}
 	m := &mountProc{t: t, opts: opts, Dir: opts.Dir, Data: opts.Data}
@@ -150,7 +153,10 @@ func startMount(t testing.TB, opts mountOpts) *mountProc {
 }
 
 func (m *mountProc) args() []string {
-	args := []string{"mount", "--data", m.Data, "--log-level", "debug"}
+	args := []string{"mount", "--log-level", "debug"}
+	if !m.opts.NoDataFlag {
+		args = append(args, "--data", m.Data)
+	}
 	if m.opts.Config != "" {
 		cfg := filepath.Join(m.t.TempDir(), "mount.toml")
 		require.NoError(m.t, os.WriteFile(cfg, []byte(m.opts.Config), 0o644))
