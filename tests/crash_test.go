@@ -28,13 +28,16 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -500,4 +503,117 @@ func (r *crashRun) verify(cycle int) int {
 		}
 	}
 	return verified
+}
+
+// TestDiskFullENOSPC runs the mount on a data directory inside a small tmpfs
+// that is almost full: appends fail with ENOSPC (at write, fsync or close),
+// reads keep working, every record acknowledged before the fault survives a
+// restart, and once space is freed appends work again.
+func TestDiskFullENOSPC(t *testing.T) {
+	requireFUSE(t)
+	root := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", root).CombinedOutput()
+	require.NoError(t, err, "mount tmpfs: %s", out)
+	t.Cleanup(func() {
+		if err := syscall.Unmount(root, 0); err != nil {
+			_ = syscall.Unmount(root, syscall.MNT_DETACH)
+		}
+	})
+	data := filepath.Join(root, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	m := startMount(t, mountOpts{Data: data, Config: `
+"segment.bytes" = 262144
+"segment.index.bytes" = 65536
+"linger.ms" = 1
+"num.partitions" = 1
+`})
+	m.Sh(t, `mkdir $MNT/full`)
+
+	// Leave about 1 MiB free.
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(root, &st))
+	free := int64(st.Bavail) * st.Bsize
+	ballast := filepath.Join(root, "ballast")
+	require.NoError(t, os.WriteFile(ballast, bytes.Repeat([]byte{'b'}, int(free-(1<<20))), 0o644))
+
+	acked := 0
+	attempted := 0
+	var faultErr error
+	f, err := os.OpenFile(m.Path("full", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	for attempted < 200000 && faultErr == nil {
+		var buf bytes.Buffer
+		for i := 0; i < 20; i++ {
+			buf.WriteString(relPayload(0, attempted+i) + "\n")
+		}
+		attempted += 20
+		if _, err := f.Write(buf.Bytes()); err != nil {
+			faultErr = fmt.Errorf("write: %w", err)
+		} else if err := f.Sync(); err != nil {
+			faultErr = fmt.Errorf("fsync: %w", err)
+		} else {
+			acked = attempted
+		}
+	}
+	if err := f.Close(); err != nil && faultErr == nil {
+		faultErr = fmt.Errorf("close: %w", err)
+	}
+	require.Error(t, faultErr, "a 1 MiB-free disk never filled after %d records", attempted)
+	require.ErrorIs(t, faultErr, syscall.ENOSPC, "a full disk reports ENOSPC")
+	t.Logf("disk full after %d acknowledged records: %v", acked, faultErr)
+
+	// Through the shell: cat reports the error of its write or close.
+	big := filepath.Join(t.TempDir(), "big.txt")
+	var bb bytes.Buffer
+	for i := 0; i < 20000; i++ {
+		bb.WriteString(relPayload(1, i) + "\n")
+	}
+	require.NoError(t, os.WriteFile(big, bb.Bytes(), 0o644))
+	_, errOut, err := m.ShErr(`cat ` + big + ` >> $MNT/full/0/append`)
+	require.Error(t, err, "cat into a full disk must fail")
+	assert.Contains(t, errOut, msgENOSPC)
+	_, errOut, err = m.ShErr(`dd if=` + big + ` of=$MNT/full/0/append oflag=append conv=notrunc,fsync bs=64k status=none`)
+	require.Error(t, err, "dd conv=fsync into a full disk must fail")
+	assert.Contains(t, errOut, msgENOSPC)
+
+	// Reads keep working and show every acknowledged record.
+	verifyFull := func(stage string) {
+		recs, err := readJSONL(m.Path("full", "0", "records.jsonl"))
+		require.NoError(t, err, "%s: records.jsonl", stage)
+		seen := map[string]bool{}
+		next := 0
+		for i, r := range recs {
+			if i > 0 {
+				require.Greater(t, r.Offset, recs[i-1].Offset, "%s: offsets increase", stage)
+			}
+			v, _ := r.ValueString()
+			require.False(t, seen[v], "%s: %q appears twice", stage, v)
+			seen[v] = true
+			if w, seq, ok := relParsePayload(v); ok && w == 0 {
+				require.Equal(t, next, seq, "%s: writer 0's records are in order without gaps", stage)
+				next++
+				continue
+			}
+			if _, _, ok := relParsePayload(v); !ok && !strings.HasPrefix(v, "again-") {
+				t.Fatalf("%s: %q at offset %d was never written", stage, v, r.Offset)
+			}
+		}
+		require.GreaterOrEqual(t, next, acked, "%s: every acknowledged record is present", stage)
+	}
+	verifyFull("while the disk is full")
+
+	// Free space: appends work again on the same mount.
+	require.NoError(t, os.Remove(ballast))
+	m.Sh(t, `echo again-1 >> $MNT/full/0/append`)
+	assert.Equal(t, "again-1\n", m.Sh(t, `tail -n 1 $MNT/full/0/records`), "appends work again once space is freed")
+	verifyFull("after freeing space")
+
+	m.Stop()
+	requireCheckPasses(t, data)
+	m.Remount()
+	verifyFull("after restart")
+	m.Sh(t, `echo again-2 >> $MNT/full/0/append`)
+	assert.Equal(t, "again-2\n", m.Sh(t, `tail -n 1 $MNT/full/0/records`))
+	m.Stop()
+	t.Logf("ENOSPC: %d records acknowledged before the fault, all present after restart", acked)
 }
