@@ -1,0 +1,64 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"syscall"
+
+	"github.com/topicfs/topicfs/engine"
+)
+
+// errnoTable maps engine errors to the errno a user sees, following the error
+// table of DESIGN.md §2. It is walked in order with errors.Is, so wrapped
+// errors ("engine: unknown topic: orders") map like their sentinels. Errnos
+// that the file system passes through wrapped (ENOSPC, EIO, ...) are found by
+// errors.As on syscall.Errno after the table.
+var errnoTable = []struct {
+	err   error
+	errno syscall.Errno
+}{
+	{engine.ErrUnknownTopic, syscall.ENOENT},
+	{engine.ErrUnknownPartition, syscall.ENOENT},
+	{engine.ErrOffsetOutOfRange, syscall.ENOENT},
+	{engine.ErrRecordTooLarge, syscall.EMSGSIZE},
+	{engine.ErrInvalidConfig, syscall.EINVAL},
+	{engine.ErrInvalidTopic, syscall.EINVAL},
+	{engine.ErrTopicExists, syscall.EEXIST},
+	{engine.ErrReadOnly, syscall.EROFS},
+	{engine.ErrCorrupt, syscall.EIO},
+	{engine.ErrClosed, syscall.ENOENT}, // the topic was deleted under an open handle
+	{errParse, syscall.EINVAL},
+	{errTooLong, syscall.EMSGSIZE},
+	{context.Canceled, syscall.EINTR},
+	{context.DeadlineExceeded, syscall.EINTR},
+}
+
+// errParse reports a malformed append line, config line or view name.
+var errParse = errors.New("fusefs: malformed input")
+
+// errTooLong reports a record (or an unterminated line) above max.message.bytes.
+var errTooLong = errors.New("fusefs: record larger than max.message.bytes")
+
+// toErrno is the one place where an error becomes an errno. nil is 0
+// (success). Errors it does not know are logged and become EIO, so a bug
+// shows up in the log instead of as a misleading errno.
+func toErrno(log *slog.Logger, op string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	for _, e := range errnoTable {
+		if errors.Is(err, e.err) {
+			return e.errno
+		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return errno
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("fusefs: unmapped error, answering EIO", "op", op, "err", err)
+	return syscall.EIO
+}

@@ -1,0 +1,271 @@
+package fusefs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// lineConfig is how an append file parses plain lines (from the topic config
+// at open time).
+type lineConfig struct {
+	parseKey   bool
+	separator  string
+	nullMarker string
+}
+
+// parsePlainLine turns one line (without its '\n') into a record. Without
+// parse.key the whole line is the value. With parse.key the line is
+// key separator value (split at the first separator; no separator is
+// errParse), and a key or value equal to null.marker is null — a null value
+// is a tombstone. The record does not alias line.
+func parsePlainLine(line []byte, c lineConfig) (record.Record, error) {
+	r := record.Record{Timestamp: -1}
+	if !c.parseKey || c.separator == "" {
+		r.Value = append(make([]byte, 0, len(line)), line...)
+		return r, nil
+	}
+	i := bytes.Index(line, []byte(c.separator))
+	if i < 0 {
+		return r, fmt.Errorf("%w: no key separator %q in line", errParse, c.separator)
+	}
+	key, value := line[:i], line[i+len(c.separator):]
+	if string(key) != c.nullMarker {
+		r.Key = append(make([]byte, 0, len(key)), key...)
+	}
+	if string(value) != c.nullMarker {
+		r.Value = append(make([]byte, 0, len(value)), value...)
+	}
+	return r, nil
+}
+
+// jsonLine is the shape append.jsonl accepts; it is what JSON views print.
+type jsonLine struct {
+	Offset        json.RawMessage `json:"offset"` // ignored: appends always go to the end
+	Timestamp     json.RawMessage `json:"timestamp"`
+	Key           json.RawMessage `json:"key"`
+	KeyEncoding   string          `json:"key_encoding"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"value_encoding"`
+	Headers       json.RawMessage `json:"headers"`
+}
+
+// parseJSONLine parses one append.jsonl line:
+//
+//	{"key":…,"value":…,"headers":{…},"timestamp":…}
+//
+// key and value are strings (UTF-8 bytes, or base64 with
+// "key_encoding"/"value_encoding":"base64"), null (a null value is a
+// tombstone; an absent one too), or any other JSON value, which is taken as
+// its JSON text. headers is an object (order kept) or an array of
+// {"key","value"[,"key_encoding","value_encoding"]} objects; timestamp is
+// epoch ms or an RFC 3339 string, absent or null meaning now. "offset" is
+// accepted and ignored; any other field is errParse (a typo must not turn a
+// record into a tombstone).
+func parseJSONLine(line []byte) (record.Record, error) {
+	r := record.Record{Timestamp: -1}
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return r, fmt.Errorf("%w: a JSON line must be an object", errParse)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	var jl jsonLine
+	if err := dec.Decode(&jl); err != nil {
+		return r, fmt.Errorf("%w: %v", errParse, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return r, fmt.Errorf("%w: trailing data after the JSON object", errParse)
+	}
+	var err error
+	if r.Key, err = jsonBytes(jl.Key, jl.KeyEncoding, "key"); err != nil {
+		return r, err
+	}
+	if r.Value, err = jsonBytes(jl.Value, jl.ValueEncoding, "value"); err != nil {
+		return r, err
+	}
+	if r.Timestamp, err = jsonTimestamp(jl.Timestamp); err != nil {
+		return r, err
+	}
+	if r.Headers, err = jsonHeaders(jl.Headers); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return raw == nil || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// jsonBytes decodes a key, value or header value.
+func jsonBytes(raw json.RawMessage, encoding, what string) ([]byte, error) {
+	switch encoding {
+	case "", "utf8", "utf-8", "base64":
+	default:
+		return nil, fmt.Errorf("%w: unknown %s_encoding %q", errParse, what, encoding)
+	}
+	if isNull(raw) {
+		return nil, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] != '"' {
+		if encoding == "base64" {
+			return nil, fmt.Errorf("%w: base64 %s must be a string", errParse, what)
+		}
+		return append(make([]byte, 0, len(raw)), raw...), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errParse, what, err)
+	}
+	if encoding == "base64" {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s is not base64: %v", errParse, what, err)
+		}
+		return append(make([]byte, 0, len(b)), b...), nil
+	}
+	return append(make([]byte, 0, len(s)), s...), nil
+}
+
+func jsonTimestamp(raw json.RawMessage) (int64, error) {
+	if isNull(raw) {
+		return -1, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, fmt.Errorf("%w: timestamp: %v", errParse, err)
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, fmt.Errorf("%w: timestamp %q is not RFC 3339", errParse, s)
+		}
+		return t.UnixMilli(), nil
+	}
+	ts, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: timestamp %s is not an integer of milliseconds", errParse, raw)
+	}
+	return ts, nil
+}
+
+// jsonHeaderEntry is one element of the array form of headers.
+type jsonHeaderEntry struct {
+	Key           json.RawMessage `json:"key"`
+	KeyEncoding   string          `json:"key_encoding"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"value_encoding"`
+}
+
+func jsonHeaders(raw json.RawMessage) ([]record.Header, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '[':
+		var entries []json.RawMessage
+		if err := json.Unmarshal(raw, &entries); err != nil {
+			return nil, fmt.Errorf("%w: headers: %v", errParse, err)
+		}
+		hs := make([]record.Header, 0, len(entries))
+		for _, e := range entries {
+			dec := json.NewDecoder(bytes.NewReader(e))
+			dec.DisallowUnknownFields()
+			var he jsonHeaderEntry
+			if err := dec.Decode(&he); err != nil {
+				return nil, fmt.Errorf("%w: header: %v", errParse, err)
+			}
+			if isNull(he.Key) || bytes.TrimSpace(he.Key)[0] != '"' {
+				return nil, fmt.Errorf("%w: a header key must be a string", errParse)
+			}
+			k, err := jsonBytes(he.Key, he.KeyEncoding, "header key")
+			if err != nil {
+				return nil, err
+			}
+			v, err := jsonBytes(he.Value, he.ValueEncoding, "header value")
+			if err != nil {
+				return nil, err
+			}
+			hs = append(hs, record.Header{Key: string(k), Value: v})
+		}
+		return hs, nil
+	case '{':
+		// Walk the tokens so the header order is kept (a map would lose it).
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if _, err := dec.Token(); err != nil {
+			return nil, fmt.Errorf("%w: headers: %v", errParse, err)
+		}
+		var hs []record.Header
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("%w: headers: %v", errParse, err)
+			}
+			k, _ := tok.(string)
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return nil, fmt.Errorf("%w: header %q: %v", errParse, k, err)
+			}
+			b, err := jsonBytes(v, "", "header value")
+			if err != nil {
+				return nil, err
+			}
+			hs = append(hs, record.Header{Key: k, Value: b})
+		}
+		if hs == nil {
+			hs = []record.Header{}
+		}
+		return hs, nil
+	default:
+		return nil, fmt.Errorf("%w: headers must be an object or an array", errParse)
+	}
+}
+
+// lineSplitter frames a byte stream written in arbitrary pieces into lines.
+// It is not safe for concurrent use (each append handle owns one).
+type lineSplitter struct {
+	partial []byte // bytes after the last '\n' seen
+}
+
+// split returns the complete lines that data completes (without their
+// '\n') and the new unterminated tail, without changing the splitter:
+// the caller commits with set(tail) only when every line was accepted, so
+// a rejected write leaves no trace.
+func (s *lineSplitter) split(data []byte) (lines [][]byte, tail []byte) {
+	buf := data
+	if len(s.partial) > 0 {
+		if bytes.IndexByte(data, '\n') < 0 {
+			return nil, append(append(make([]byte, 0, len(s.partial)+len(data)), s.partial...), data...)
+		}
+		buf = append(append(make([]byte, 0, len(s.partial)+len(data)), s.partial...), data...)
+	}
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		lines = append(lines, buf[:i])
+		buf = buf[i+1:]
+	}
+	return lines, append([]byte(nil), buf...)
+}
+
+// set makes tail the unterminated rest.
+func (s *lineSplitter) set(tail []byte) { s.partial = tail }
+
+// take returns and clears the unterminated rest (committed on close).
+func (s *lineSplitter) take() []byte {
+	p := s.partial
+	s.partial = nil
+	return p
+}

@@ -1,0 +1,241 @@
+package fusefs
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+func TestRenderPlain(t *testing.T) {
+	keyed := viewFormat{printKey: true, separator: "\t", nullMarker: ""}
+	tests := []struct {
+		name string
+		f    viewFormat
+		r    record.Record
+		want string
+	}{
+		{"value", viewFormat{}, record.Record{Value: []byte("hello")}, "hello\n"},
+		{"empty value", viewFormat{}, record.Record{Value: []byte{}}, "\n"},
+		{"tombstone default marker", viewFormat{}, record.Record{Key: []byte("k")}, "\n"},
+		{"tombstone marker", viewFormat{nullMarker: "NULL"}, record.Record{Key: []byte("k")}, "NULL\n"},
+		{"keyed", keyed, record.Record{Key: []byte("k"), Value: []byte("v")}, "k\tv\n"},
+		{"keyed null key", viewFormat{printKey: true, separator: ":", nullMarker: "null"}, record.Record{Value: []byte("v")}, "null:v\n"},
+		{"keyed tombstone", keyed, record.Record{Key: []byte("k")}, "k\t\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, string(tt.f.appendRecord(nil, &tt.r)))
+		})
+	}
+}
+
+func TestRenderJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		r    record.Record
+		want string
+	}{
+		{"plain", record.Record{Offset: 5, Timestamp: 1700000000000, Key: []byte("k"), Value: []byte("v")},
+			`{"offset":5,"timestamp":1700000000000,"key":"k","value":"v","headers":{}}`},
+		{"nulls", record.Record{Offset: 0, Timestamp: -1},
+			`{"offset":0,"timestamp":-1,"key":null,"value":null,"headers":{}}`},
+		{"escapes", record.Record{Value: []byte("a\"b\\c\nd\te\x01<>&é")},
+			`{"offset":0,"timestamp":0,"key":null,"value":"a\"b\\c\nd\te\u0001<>&é","headers":{}}`},
+		{"binary", record.Record{Key: []byte{0xff}, Value: []byte{0, 0xfe}},
+			`{"offset":0,"timestamp":0,"key":"/w==","key_encoding":"base64","value":"AP4=","value_encoding":"base64","headers":{}}`},
+		{"headers object", record.Record{Value: []byte("v"), Headers: []record.Header{{Key: "b", Value: []byte("1")}, {Key: "a", Value: nil}}},
+			`{"offset":0,"timestamp":0,"key":null,"value":"v","headers":{"b":"1","a":null}}`},
+		{"headers array", record.Record{Value: []byte("v"), Headers: []record.Header{{Key: "a", Value: []byte("1")}, {Key: "a", Value: []byte{0xff}}, {Key: "\xfe", Value: nil}}},
+			`{"offset":0,"timestamp":0,"key":null,"value":"v","headers":[{"key":"a","value":"1"},{"key":"a","value":"/w==","value_encoding":"base64"},{"key":"/g==","key_encoding":"base64","value":null}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := appendJSONRecord(nil, &tt.r)
+			assert.Equal(t, tt.want+"\n", string(got))
+			back, err := parseJSONLine(got[:len(got)-1])
+			require.NoError(t, err)
+			assertSameRecord(t, tt.r, back)
+		})
+	}
+}
+
+// assertSameRecord compares what an append must preserve: key, value (null
+// vs empty included), headers, timestamp.
+func assertSameRecord(t *testing.T, want, got record.Record) {
+	t.Helper()
+	assert.Equal(t, want.Key == nil, got.Key == nil, "key nullness")
+	assert.Equal(t, string(want.Key), string(got.Key))
+	assert.Equal(t, want.Value == nil, got.Value == nil, "value nullness")
+	assert.Equal(t, string(want.Value), string(got.Value))
+	assert.Equal(t, want.Timestamp, got.Timestamp)
+	require.Len(t, got.Headers, len(want.Headers))
+	for i := range want.Headers {
+		assert.Equal(t, want.Headers[i].Key, got.Headers[i].Key)
+		assert.Equal(t, want.Headers[i].Value == nil, got.Headers[i].Value == nil)
+		assert.Equal(t, string(want.Headers[i].Value), string(got.Headers[i].Value))
+	}
+}
+
+func TestParseJSONLine(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		want    record.Record
+		wantErr bool
+	}{
+		{"value only", `{"value":"v"}`, record.Record{Timestamp: -1, Value: []byte("v")}, false},
+		{"tombstone", `{"key":"k","value":null}`, record.Record{Timestamp: -1, Key: []byte("k")}, false},
+		{"absent value is null", `{"key":"k"}`, record.Record{Timestamp: -1, Key: []byte("k")}, false},
+		{"empty", `{"key":"","value":""}`, record.Record{Timestamp: -1, Key: []byte{}, Value: []byte{}}, false},
+		{"raw json value", `{"value":{"a": 1}}`, record.Record{Timestamp: -1, Value: []byte(`{"a": 1}`)}, false},
+		{"number value", `{"value":42}`, record.Record{Timestamp: -1, Value: []byte(`42`)}, false},
+		{"timestamp", `{"value":"v","timestamp":1700000000000}`, record.Record{Timestamp: 1700000000000, Value: []byte("v")}, false},
+		{"rfc3339 timestamp", `{"value":"v","timestamp":"2023-11-14T22:13:20Z"}`, record.Record{Timestamp: 1700000000000, Value: []byte("v")}, false},
+		{"offset ignored", `{"offset":99,"value":"v"}`, record.Record{Timestamp: -1, Value: []byte("v")}, false},
+		{"base64", `{"value":"AP4=","value_encoding":"base64"}`, record.Record{Timestamp: -1, Value: []byte{0, 0xfe}}, false},
+		{"headers", `{"value":"v","headers":{"z":"1","a":"2"}}`, record.Record{Timestamp: -1, Value: []byte("v"), Headers: []record.Header{{Key: "z", Value: []byte("1")}, {Key: "a", Value: []byte("2")}}}, false},
+		{"crlf tolerated", "{\"value\":\"v\"}\r", record.Record{Timestamp: -1, Value: []byte("v")}, false},
+		{"not json", `hello`, record.Record{}, true},
+		{"truncated", `{"value":"v"`, record.Record{}, true},
+		{"trailing", `{"value":"v"} x`, record.Record{}, true},
+		{"two objects", `{"value":"v"}{"value":"w"}`, record.Record{}, true},
+		{"unknown field", `{"vaule":"v"}`, record.Record{}, true},
+		{"bad base64", `{"value":"!!","value_encoding":"base64"}`, record.Record{}, true},
+		{"bad encoding", `{"value":"v","value_encoding":"hex"}`, record.Record{}, true},
+		{"bad timestamp", `{"value":"v","timestamp":1.5}`, record.Record{}, true},
+		{"bad headers", `{"value":"v","headers":"x"}`, record.Record{}, true},
+		{"array", `["v"]`, record.Record{}, true},
+		{"empty line", ``, record.Record{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseJSONLine([]byte(tt.line))
+			if tt.wantErr {
+				require.ErrorIs(t, err, errParse)
+				return
+			}
+			require.NoError(t, err)
+			assertSameRecord(t, tt.want, got)
+		})
+	}
+}
+
+func TestParsePlainLine(t *testing.T) {
+	keyed := lineConfig{parseKey: true, separator: "\t"}
+	tests := []struct {
+		name    string
+		c       lineConfig
+		line    string
+		key     []byte
+		value   []byte
+		wantErr bool
+	}{
+		{"value", lineConfig{}, "hello", nil, []byte("hello"), false},
+		{"empty unkeyed is empty, not null", lineConfig{}, "", nil, []byte{}, false},
+		{"keyed", keyed, "k\tv", []byte("k"), []byte("v"), false},
+		{"first separator", keyed, "k\tv\tw", []byte("k"), []byte("v\tw"), false},
+		{"tombstone", keyed, "k\t", []byte("k"), nil, false},
+		{"null key", keyed, "\tv", nil, []byte("v"), false},
+		{"marker", lineConfig{parseKey: true, separator: ":", nullMarker: "NULL"}, "k:NULL", []byte("k"), nil, false},
+		{"marker empty value kept", lineConfig{parseKey: true, separator: ":", nullMarker: "NULL"}, "k:", []byte("k"), []byte{}, false},
+		{"no separator", keyed, "kv", nil, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := parsePlainLine([]byte(tt.line), tt.c)
+			if tt.wantErr {
+				require.ErrorIs(t, err, errParse)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.key == nil, r.Key == nil)
+			assert.Equal(t, string(tt.key), string(r.Key))
+			assert.Equal(t, tt.value == nil, r.Value == nil)
+			assert.Equal(t, string(tt.value), string(r.Value))
+		})
+	}
+}
+
+func TestLineSplitter(t *testing.T) {
+	input := "alpha\nbeta\ngam" + "ma\n\ndelta"
+	for _, chunk := range []int{1, 2, 3, 5, 7, 100} {
+		var s lineSplitter
+		var got []string
+		for i := 0; i < len(input); i += chunk {
+			lines, tail := s.split([]byte(input[i:min(i+chunk, len(input))]))
+			for _, l := range lines {
+				got = append(got, string(l))
+			}
+			s.set(tail)
+		}
+		assert.Equal(t, []string{"alpha", "beta", "gamma", "", "delta"}, append(got, string(s.take())), "chunk %d", chunk)
+		assert.Empty(t, s.take())
+	}
+}
+
+func TestLineSplitterRejectedWriteLeavesNoTrace(t *testing.T) {
+	var s lineSplitter
+	_, tail := s.split([]byte("par"))
+	s.set(tail)
+	lines, _ := s.split([]byte("tial\nnext"))
+	require.Equal(t, []string{"partial"}, []string{string(lines[0])})
+	// Not committed: the next write starts from "par" again.
+	lines, tail = s.split([]byte("t\n"))
+	assert.Equal(t, "part", string(lines[0]))
+	assert.Empty(t, tail)
+}
+
+func FuzzJSONLine(f *testing.F) {
+	for _, s := range []string{
+		`{"value":"v"}`, `{"key":"k","value":null,"headers":{"a":"b"}}`,
+		`{"offset":1,"timestamp":2,"key":"/w==","key_encoding":"base64","value":"x","headers":[{"key":"a","value":null}]}`,
+		`{"value":{"nested":[1,2]}}`, `{"value":"\u0000\n"}`, `{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		r, err := parseJSONLine(line)
+		if err != nil {
+			return
+		}
+		out := appendJSONRecord(nil, &r)
+		if bytes.Count(out, []byte("\n")) != 1 || out[len(out)-1] != '\n' {
+			t.Fatalf("rendering is not one line: %q", out)
+		}
+		back, err := parseJSONLine(out[:len(out)-1])
+		if err != nil {
+			t.Fatalf("%q renders as %q which does not parse: %v", line, out, err)
+		}
+		again := appendJSONRecord(nil, &back)
+		if !bytes.Equal(out, again) {
+			t.Fatalf("not a fixed point: %q -> %q", out, again)
+		}
+		if (r.Key == nil) != (back.Key == nil) || (r.Value == nil) != (back.Value == nil) {
+			t.Fatalf("nullness changed: %q", line)
+		}
+	})
+}
+
+func FuzzKeyedLine(f *testing.F) {
+	f.Add([]byte("k\tv"), "\t", "", true)
+	f.Add([]byte("k:NULL"), ":", "NULL", true)
+	f.Add([]byte("plain value"), "\t", "", false)
+	f.Add([]byte("\t"), "\t", "", true)
+	f.Fuzz(func(t *testing.T, line []byte, sep, marker string, parseKey bool) {
+		if bytes.IndexByte(line, '\n') >= 0 || sep == "" {
+			return
+		}
+		r, err := parsePlainLine(line, lineConfig{parseKey: parseKey, separator: sep, nullMarker: marker})
+		if err != nil {
+			return
+		}
+		out := appendPlainRecord(nil, &r, viewFormat{printKey: parseKey, separator: sep, nullMarker: marker})
+		if string(out) != string(line)+"\n" {
+			t.Fatalf("%q (sep %q marker %q) renders as %q", line, sep, marker, out)
+		}
+	})
+}
