@@ -81,7 +81,7 @@ func TestMountStartupErrors(t *testing.T) {
 	}{
 		{"no mountpoint", []string{"mount", "--data", data}, 2, []string{"missing MOUNTPOINT"}},
 		{"two mountpoints", []string{"mount", "--data", data, mnt, mnt}, 2, []string{"one MOUNTPOINT"}},
-		{"missing mountpoint", []string{"mount", "--data", data, filepath.Join(dir, "nope")}, 1, []string{"does not exist", "mkdir -p"}},
+		{"missing mountpoint and parent", []string{"mount", "--data", data, filepath.Join(dir, "nope", "deeper")}, 1, []string{"does not exist, nor does its parent", "mkdir -p"}},
 		{"mountpoint is a file", []string{"mount", "--data", data, file}, 1, []string{"is not a directory"}},
 		{"missing config", []string{"mount", "--config", filepath.Join(dir, "nope.toml"), "--data", data, mnt}, 1, []string{"cannot read config", "no such file"}},
 		{"config syntax", []string{"mount", "--config", writeConfig("syntax.toml", "\"segment.bytes\" = \n"), "--data", data, mnt}, 1, []string{"syntax.toml", "line 1"}},
@@ -116,6 +116,15 @@ func TestMountStopAndRemountKeepsRecords(t *testing.T) {
 
 	m.Remount()
 	assert.Equal(t, "one\ntwo\nthree\n", m.Sh(t, `cat "$MNT/orders/0/records"`))
+}
+
+// TestMountCreatesMountpoint: `topicfs mount ./topics` works in a fresh
+// checkout (the README's first command), creating ./topics like mount --mkdir.
+func TestMountCreatesMountpoint(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "topics")
+	m := startMount(t, mountOpts{Dir: mnt})
+	assert.Contains(t, m.Stderr(), "topicfs: created mountpoint "+mnt)
+	assert.True(t, isMounted(mnt))
 }
 
 func TestMountDataDirLocked(t *testing.T) {

@@ -11,10 +11,11 @@ import (
 	"github.com/topicfs/topicfs/engine"
 )
 
-// mountConfig is mount.toml resolved and validated: what mount opens the
+// MountConfig is mount.toml resolved and validated: what mount opens the
 // data directory with.
-type mountConfig struct {
+type MountConfig struct {
 	Source    string                       // the config file, or "built-in defaults"
+	Keys      []string                     // the top-level Kafka names the file set, sorted
 	Defaults  engine.Config                // every topic's config before [topics.NAME]
 	Overrides map[string]map[string]string // [topics.NAME] tables, validated
 	DataDir   string                       // log.dirs, or the default data home; "" if neither
@@ -32,12 +33,12 @@ func defaultDataDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "topicfs"), nil
 }
 
-// resolveConfig loads mount.toml from path ("" = none: built-in defaults)
+// LoadMountConfig loads mount.toml from path ("" = none: built-in defaults)
 // and applies every setting through engine.Config.Set, so names and values
 // are validated exactly as a topic's config file validates them. Errors name
 // the offending key.
-func resolveConfig(path string) (*mountConfig, error) {
-	mc := &mountConfig{
+func LoadMountConfig(path string) (*MountConfig, error) {
+	mc := &MountConfig{
 		Source:    "built-in defaults",
 		Defaults:  engine.DefaultConfig(),
 		Overrides: map[string]map[string]string{},
@@ -51,6 +52,7 @@ func resolveConfig(path string) (*mountConfig, error) {
 	}
 	mc.Source = path
 	mc.DataDir = fc.DataDir
+	mc.Keys = sortedKeys(fc.Settings)
 	for _, name := range sortedKeys(fc.Settings) {
 		if err := mc.Defaults.Set(name, fc.Settings[name]); err != nil {
 			return nil, fmt.Errorf("config %s: key %q: %v", path, name, err)

@@ -81,7 +81,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if err != nil {
 		return e.usageErr(cmd, "%v", err)
 	}
-	mc, err := resolveConfig(o.config)
+	mc, err := LoadMountConfig(o.config)
 	if err != nil {
 		return e.fail(cmd, "%v", err)
 	}

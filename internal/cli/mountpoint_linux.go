@@ -12,7 +12,7 @@ import (
 )
 
 // prepareMountpoint checks that path can be mounted on and returns it made
-// absolute. A stale FUSE mount left by a killed process ("Transport endpoint
+// absolute. A missing mountpoint is created when its parent exists. A stale FUSE mount left by a killed process ("Transport endpoint
 // is not connected") is cleared with a lazy unmount; note is called to say so.
 // Every error is one line that says what to do.
 func prepareMountpoint(path string, note func(string)) (string, error) {
@@ -26,6 +26,20 @@ func prepareMountpoint(path string, note func(string)) (string, error) {
 			return "", fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, unwrapErrno(err), uerr, abs)
 		}
 		note(fmt.Sprintf("topicfs: cleared a stale mount at %s (transport endpoint was not connected; lazy unmount)", abs))
+		_, err = os.Stat(abs)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		// Like mount --mkdir: create a missing mountpoint, but only in an
+		// existing directory, so a mistyped path fails instead of growing
+		// a tree of directories.
+		parent := filepath.Dir(abs)
+		if pfi, perr := os.Stat(parent); perr != nil || !pfi.IsDir() {
+			return "", fmt.Errorf("mountpoint %s does not exist, nor does its parent %s (create it with: mkdir -p %s)", abs, parent, abs)
+		}
+		if merr := os.Mkdir(abs, 0o755); merr != nil && !errors.Is(merr, os.ErrExist) {
+			return "", fmt.Errorf("mountpoint %s does not exist and cannot be created: %v", abs, unwrapErrno(merr))
+		}
+		note(fmt.Sprintf("topicfs: created mountpoint %s", abs))
 		_, err = os.Stat(abs)
 	}
 	switch {

@@ -35,7 +35,7 @@ type fileConfig struct {
 const topicsTable = "topics"
 
 // loadConfigFile reads and flattens mount.toml. It does not validate names or
-// values: resolveConfig passes every one through engine.Config.Set.
+// values: LoadMountConfig passes every one through engine.Config.Set.
 func loadConfigFile(path string) (*fileConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
