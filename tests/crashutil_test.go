@@ -279,3 +279,49 @@ func linesOf(s string) []string {
 func isConnErr(err error) bool {
 	return err != nil && (errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED))
 }
+
+// TestReliabilityHelpers checks the checkers: payloads round-trip and reject
+// any tampering, logBatches walks a real Kafka broker's .log, parseJSONL
+// refuses a torn last line, statsNumber finds fields however they are spelled.
+func TestReliabilityHelpers(t *testing.T) {
+	for _, c := range [][2]int{{0, 0}, {3, 123}, {41, 9999999}} {
+		p := relPayload(c[0], c[1])
+		w, seq, ok := relParsePayload(p)
+		require.True(t, ok, p)
+		require.Equal(t, c, [2]int{w, seq})
+		for i := range p {
+			b := []byte(p)
+			b[i] ^= 0x04
+			_, _, ok := relParsePayload(string(b))
+			require.False(t, ok, "flipped byte %d of %q still parses", i, p)
+		}
+		_, _, ok = relParsePayload(p[:len(p)-1])
+		require.False(t, ok, "a torn payload parses")
+	}
+
+	// _confluent-monitoring-0: 1951 batches, offsets 0..2826 (PROVENANCE.md).
+	log := filepath.Join("..", "..", "shared", "fixtures", "kafka-real", "cp76-kafka36-lz4-rjmfernandes", "data", "_confluent-monitoring-0", "00000000000000000000.log")
+	batches := logBatches(t, log)
+	require.Len(t, batches, 1951)
+	require.Equal(t, int64(0), batches[0].Base)
+	last := batches[len(batches)-1]
+	st, err := os.Stat(log)
+	require.NoError(t, err)
+	require.Equal(t, st.Size(), last.Pos+last.Size, "the walk ends exactly at the end of the file")
+
+	recs, err := parseJSONL([]byte(`{"offset":3,"timestamp":5,"key":null,"value":"v"}` + "\n" + `{"offset":4,"key":"k","value":null}` + "\n"))
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	v, ok := recs[0].ValueString()
+	require.True(t, ok)
+	require.Equal(t, "v", v)
+	require.True(t, recs[1].IsTombstone())
+	_, ok = recs[0].KeyString()
+	require.False(t, ok)
+	_, err = parseJSONL([]byte(`{"offset":3,"value":"v"}`))
+	require.Error(t, err, "a view must end with a newline")
+
+	n, ok := statsNumber(map[string]any{"partition": map[string]any{"logStartOffset": 42.0}}, "log_start_offset")
+	require.True(t, ok)
+	require.Equal(t, 42.0, n)
+}
