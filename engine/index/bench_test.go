@@ -1,0 +1,45 @@
+package index
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// BenchmarkOffsetIndexLookup looks up random offsets in a full default-size
+// index (10 MiB = 1 310 720 entries), mmapped and on the heap.
+func BenchmarkOffsetIndexLookup(b *testing.B) {
+	const maxBytes = 10 << 20
+	for _, bc := range []struct {
+		name string
+		fs   vfs.FS
+		dir  string
+	}{{"mmap", vfs.OS, b.TempDir()}, {"heap", vfs.NewMem(), "/"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			x, err := OpenOffsetIndex(bc.fs, filepath.Join(bc.dir, "0.index"), 0, maxBytes, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer x.Close()
+			for i := int64(1); !x.IsFull(); i++ {
+				if err := x.Append(i*3, i*1024); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := int64(x.Entries())
+			r := rand.New(rand.NewPCG(1, 2))
+			b.SetBytes(OffsetEntrySize)
+			b.ReportMetric(float64(n), "entries")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t := r.Int64N(n * 3)
+				off, _ := x.Lookup(t)
+				if off > t {
+					b.Fatal("lookup above target")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,389 @@
+package index
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// entryFile is the storage shared by OffsetIndex and TimeIndex: fixed-size
+// entries in a byte view that is either an mmap of the file or a heap buffer.
+//
+// The writer goroutine owns f, mm, fileSize, capacity and closed; readers only
+// load n and view. view always holds at least n entries: the writer publishes
+// a grown view before it stores a larger n.
+type entryFile struct {
+	fs        vfs.FS
+	path      string
+	base      int64
+	entrySize int
+	writable  bool
+
+	f        vfs.File    // nil for read-only indexes (read once, then closed)
+	mapper   vfs.Mmapper // non-nil when mm is a mapping
+	mm       []byte      // the mapping (len == capacity*entrySize)
+	capacity int         // max entries the file may hold
+	fileSize int64       // current file length (writer-owned)
+	openLen  int64       // file length when opened, for SanityCheck
+	openErr  error       // an out-of-order entry found while opening
+	closed   bool
+	dirty    bool // heap mode: the file still holds entries past n (after truncateEntries)
+
+	n    atomic.Int64
+	view atomic.Pointer[[]byte]
+}
+
+// scanFunc reports whether entry i (with previous entry prev, nil for i == 0)
+// ends the valid entries; bad says it is out of order rather than a zero tail.
+type scanFunc func(i int, prev, cur []byte) (end bool, bad error)
+
+const scanChunk = 64 << 10
+
+// open opens path and finds the valid entries.
+func (x *entryFile) open(maxBytes int, scan scanFunc) error {
+	if !x.writable {
+		return x.openReadOnly(scan)
+	}
+	f, err := x.fs.OpenFile(x.path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("index: open %s: %w", x.path, err)
+	}
+	x.f = f
+	if err := x.openWritable(maxBytes, scan); err != nil {
+		_ = x.closeMapping()
+		_ = f.Close()
+		x.f = nil
+		return err
+	}
+	return nil
+}
+
+func (x *entryFile) openReadOnly(scan scanFunc) error {
+	f, err := x.fs.OpenFile(x.path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("index: open %s: %w", x.path, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("index: stat %s: %w", x.path, err)
+	}
+	x.openLen = size
+	buf, n, err := x.readEntries(f, size, scan)
+	if err != nil {
+		return err
+	}
+	buf = buf[: n*x.entrySize : n*x.entrySize]
+	x.capacity = n
+	x.fileSize = size
+	x.view.Store(&buf)
+	x.n.Store(int64(n))
+	return nil
+}
+
+// readEntries reads f chunk by chunk until the end of the valid entries, so
+// memory follows the entries, not a preallocated file's length.
+func (x *entryFile) readEntries(f vfs.File, size int64, scan scanFunc) ([]byte, int, error) {
+	es := x.entrySize
+	total := int(size / int64(es))
+	var buf []byte
+	chunk := make([]byte, (scanChunk/es)*es)
+	n := 0
+	for n < total {
+		want := min(len(chunk), (total-n)*es)
+		got, err := f.ReadAt(chunk[:want], int64(n*es))
+		if got < want {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, 0, fmt.Errorf("index: read %s: %w", x.path, err)
+		}
+		stop := false
+		for off := 0; off < want; off += es {
+			var prev []byte
+			if n > 0 {
+				if off >= es {
+					prev = chunk[off-es : off]
+				} else {
+					prev = buf[(n-1)*es : n*es]
+				}
+			}
+			end, bad := scan(n, prev, chunk[off:off+es])
+			if end {
+				if bad != nil {
+					x.openErr = fmt.Errorf("%w: %s: %v", ErrCorruptIndex, x.path, bad)
+				}
+				stop = true
+				break
+			}
+			buf = append(buf, chunk[off:off+es]...)
+			n++
+		}
+		if stop {
+			break
+		}
+	}
+	return buf, n, nil
+}
+
+func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
+	es := x.entrySize
+	size, err := x.f.Size()
+	if err != nil {
+		return fmt.Errorf("index: stat %s: %w", x.path, err)
+	}
+	x.openLen = size
+	capacity := max(maxBytes, 0) / es
+	capacity = max(capacity, int(size/int64(es)))
+	x.capacity = capacity
+	mapper, _ := x.f.(vfs.Mmapper)
+	if mapper == nil || capacity == 0 {
+		buf, n, err := x.readEntries(x.f, size, scan)
+		if err != nil {
+			return err
+		}
+		// Drop whatever follows the valid entries so it cannot resurface.
+		if size != int64(n*es) {
+			if err := x.f.Truncate(int64(n * es)); err != nil {
+				return fmt.Errorf("index: truncate %s: %w", x.path, err)
+			}
+		}
+		x.fileSize = int64(n * es)
+		x.view.Store(&buf)
+		x.n.Store(int64(n))
+		return nil
+	}
+	want := int64(capacity * es)
+	if size != want {
+		if err := x.f.Truncate(want); err != nil {
+			return fmt.Errorf("index: preallocate %s: %w", x.path, err)
+		}
+	}
+	x.fileSize = want
+	mm, err := mapper.Mmap(capacity * es)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	x.mapper, x.mm = mapper, mm
+	n := 0
+	for ; n < capacity; n++ {
+		var prev []byte
+		if n > 0 {
+			prev = mm[(n-1)*es : n*es]
+		}
+		end, bad := scan(n, prev, mm[n*es:(n+1)*es])
+		if end {
+			if bad != nil {
+				x.openErr = fmt.Errorf("%w: %s: %v", ErrCorruptIndex, x.path, bad)
+			}
+			break
+		}
+	}
+	// Zero any garbage after the valid entries so a later append cannot make
+	// it look valid. Untouched preallocated pages stay clean.
+	zero := make([]byte, 4096)
+	for off := n * es; off < len(mm); off += len(zero) {
+		end := min(off+len(zero), len(mm))
+		if !bytes.Equal(mm[off:end], zero[:end-off]) {
+			clear(mm[off:end])
+		}
+	}
+	x.view.Store(&mm)
+	x.n.Store(int64(n))
+	return nil
+}
+
+// entry returns entry i of a view (caller checked i < n).
+func (x *entryFile) entry(view []byte, i int) []byte {
+	return view[i*x.entrySize : (i+1)*x.entrySize]
+}
+
+// snapshot returns the entry count and a view holding at least that many.
+func (x *entryFile) snapshot() (int, []byte) {
+	n := int(x.n.Load())
+	return n, *x.view.Load()
+}
+
+func (x *entryFile) checkWritable() error {
+	if x.closed {
+		return ErrClosed
+	}
+	if !x.writable {
+		return fmt.Errorf("%w: %s", ErrReadOnly, x.path)
+	}
+	return nil
+}
+
+// put appends one encoded entry; the caller has checked order and capacity.
+func (x *entryFile) put(e []byte) error {
+	es := x.entrySize
+	n := int(x.n.Load())
+	if n >= x.capacity {
+		return fmt.Errorf("%w: %s holds %d entries", ErrFull, x.path, n)
+	}
+	if err := x.flushTruncate(); err != nil {
+		return err
+	}
+	if x.mm != nil {
+		if x.fileSize < int64((n+1)*es) { // re-expand after Trim
+			if err := x.f.Truncate(int64(x.capacity * es)); err != nil {
+				return fmt.Errorf("index: expand %s: %w", x.path, err)
+			}
+			x.fileSize = int64(x.capacity * es)
+		}
+		copy(x.mm[n*es:], e)
+		x.n.Store(int64(n + 1))
+		return nil
+	}
+	if _, err := x.f.WriteAt(e, int64(n*es)); err != nil {
+		return fmt.Errorf("index: write %s: %w", x.path, err)
+	}
+	x.fileSize = max(x.fileSize, int64((n+1)*es))
+	view := *x.view.Load()
+	if len(view) < (n+1)*es {
+		grown := make([]byte, min(max(2*len(view), 64*es), x.capacity*es))
+		copy(grown, view[:n*es])
+		copy(grown[n*es:], e)
+		x.view.Store(&grown)
+	} else {
+		copy(view[n*es:], e)
+	}
+	x.n.Store(int64(n + 1))
+	return nil
+}
+
+// truncateEntries keeps the first keep entries. In heap mode the file is
+// cut lazily (dirty is set) by the next put, trim, sync or close, so that
+// TruncateTo needs no error result; the stale bytes are zeroed in memory.
+func (x *entryFile) truncateEntries(keep int) {
+	if x.closed || !x.writable {
+		return
+	}
+	es := x.entrySize
+	n := int(x.n.Load())
+	if keep >= n {
+		return
+	}
+	x.n.Store(int64(keep))
+	if x.mm != nil {
+		clear(x.mm[keep*es : n*es])
+		return
+	}
+	view := *x.view.Load()
+	clear(view[keep*es : n*es])
+	x.dirty = true
+}
+
+// flushTruncate cuts the file after a heap-mode truncateEntries.
+func (x *entryFile) flushTruncate() error {
+	if !x.dirty {
+		return nil
+	}
+	want := x.n.Load() * int64(x.entrySize)
+	if err := x.f.Truncate(want); err != nil {
+		return fmt.Errorf("index: truncate %s: %w", x.path, err)
+	}
+	x.fileSize = want
+	x.dirty = false
+	return nil
+}
+
+// trim shrinks the file to the valid entries. A mapping stays in place (only
+// its first entries*entrySize bytes are ever read); a later append re-expands.
+func (x *entryFile) trim() error {
+	if x.closed {
+		return ErrClosed
+	}
+	if !x.writable {
+		return nil
+	}
+	if err := x.flushTruncate(); err != nil {
+		return err
+	}
+	want := x.n.Load() * int64(x.entrySize)
+	if x.fileSize == want {
+		return nil
+	}
+	if err := x.f.Truncate(want); err != nil {
+		return fmt.Errorf("index: trim %s: %w", x.path, err)
+	}
+	x.fileSize = want
+	return nil
+}
+
+func (x *entryFile) sync() error {
+	if x.closed {
+		return ErrClosed
+	}
+	if !x.writable {
+		return nil
+	}
+	if err := x.flushTruncate(); err != nil {
+		return err
+	}
+	if err := x.f.Sync(); err != nil {
+		return fmt.Errorf("index: sync %s: %w", x.path, err)
+	}
+	return nil
+}
+
+func (x *entryFile) closeMapping() error {
+	if x.mm == nil {
+		return nil
+	}
+	mm := x.mm
+	x.mm = nil
+	empty := []byte{}
+	x.view.Store(&empty)
+	return x.mapper.Munmap(mm)
+}
+
+// close trims a writable index and releases the file.
+func (x *entryFile) close() error {
+	if x.closed {
+		return ErrClosed
+	}
+	var err error
+	if x.writable {
+		err = x.trim()
+	}
+	x.closed = true
+	if e := x.closeMapping(); err == nil {
+		err = e
+	}
+	if x.f != nil {
+		if e := x.f.Close(); err == nil {
+			err = e
+		}
+		x.f = nil
+	}
+	x.n.Store(0)
+	empty := []byte{}
+	x.view.Store(&empty)
+	return err
+}
+
+// sanityLength reports a file length that is not a multiple of the entry size.
+func (x *entryFile) sanityLength() error {
+	if x.openErr != nil {
+		return x.openErr
+	}
+	if x.openLen%int64(x.entrySize) != 0 {
+		return fmt.Errorf("%w: %s: length %d is not a multiple of %d", ErrCorruptIndex, x.path, x.openLen, x.entrySize)
+	}
+	return nil
+}
+
+// reset drops every entry.
+func (x *entryFile) reset() error {
+	if err := x.checkWritable(); err != nil {
+		return err
+	}
+	x.truncateEntries(0)
+	return x.flushTruncate()
+}
