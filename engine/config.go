@@ -341,4 +341,6 @@ func policyHas(policy, p string) bool {
 }
 
 // LogAppendTime reports message.timestamp.type=LogAppendTime.
-func (c Config) LogAppendTime() bool { return strings.EqualFold(c.MessageTimestampType, "LogAppendTime") }
+func (c Config) LogAppendTime() bool {
+	return strings.EqualFold(c.MessageTimestampType, "LogAppendTime")
+}
