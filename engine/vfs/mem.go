@@ -3,6 +3,7 @@ package vfs
 import (
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -38,8 +39,9 @@ type memNode struct {
 	mtime time.Time
 
 	// Files.
-	data   []byte // live bytes
-	synced []byte // bytes as of the last Sync (nil and never synced = empty)
+	data      []byte // live bytes
+	synced    []byte // bytes as of the last Sync (nil and never synced = empty)
+	dirtyFrom int64  // lowest offset changed (written or truncated) since the last Sync
 
 	// Directories.
 	children map[string]*memNode // live entries
@@ -70,7 +72,8 @@ func (m *MemFS) Crash() *MemFS {
 
 func crashCopy(n *memNode) *memNode {
 	if !n.dir {
-		return &memNode{mode: n.mode, mtime: n.mtime, data: slices.Clone(n.synced), synced: slices.Clone(n.synced)}
+		return &memNode{mode: n.mode, mtime: n.mtime, data: slices.Clone(n.synced),
+			synced: slices.Clone(n.synced), dirtyFrom: math.MaxInt64}
 	}
 	c := newDirNode(n.mode, n.mtime)
 	for name, child := range n.durable {
@@ -146,13 +149,14 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, pathErr("open", name, syscall.ENOENT)
 	case !ok:
-		n = &memNode{mode: perm & os.ModePerm, mtime: m.now()}
+		n = &memNode{mode: perm & os.ModePerm, mtime: m.now(), dirtyFrom: math.MaxInt64}
 		dir.children[base] = n
 		dir.mtime = m.now()
 	}
 	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	if flag&os.O_TRUNC != 0 && acc != os.O_RDONLY {
 		n.data = n.data[:0:0]
+		n.dirtyFrom = 0
 		n.mtime = m.now()
 	}
 	return &memFile{fs: m, n: n, name: name, flag: flag,
@@ -387,6 +391,7 @@ func (f *memFile) writeAt(p []byte, off int64) {
 		}
 	}
 	copy(f.n.data[off:], p)
+	f.n.dirtyFrom = min(f.n.dirtyFrom, off)
 	f.n.mtime = f.fs.now()
 }
 
@@ -433,10 +438,11 @@ func (f *memFile) Sync() error {
 	if f.closed {
 		return pathErr("sync", f.name, os.ErrClosed)
 	}
-	f.n.synced = slices.Clone(f.n.data)
-	if f.n.synced == nil {
-		f.n.synced = []byte{}
-	}
+	// Copy only what changed since the last Sync, so appending and syncing
+	// a large file stays linear.
+	keep := min(f.n.dirtyFrom, int64(len(f.n.synced)), int64(len(f.n.data)))
+	f.n.synced = append(f.n.synced[:keep:keep], f.n.data[keep:]...)
+	f.n.dirtyFrom = math.MaxInt64
 	return nil
 }
 
@@ -454,6 +460,7 @@ func (f *memFile) Truncate(size int64) error {
 	} else {
 		f.writeAt(nil, size)
 	}
+	f.n.dirtyFrom = min(f.n.dirtyFrom, size)
 	f.n.mtime = f.fs.now()
 	return nil
 }

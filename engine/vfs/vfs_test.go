@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -350,4 +351,49 @@ func TestSwitchable(t *testing.T) {
 	assert.True(t, errors.Is(err, syscall.EROFS))
 	s.Set(nil)
 	require.NoError(t, fs.MkdirAll("/b", 0o755))
+}
+
+// TestMemSyncDeltaModel checks the incremental Sync against a model that
+// snapshots the whole file at each Sync.
+func TestMemSyncDeltaModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	m := NewMem()
+	f, err := m.OpenFile("/f", os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	require.NoError(t, m.SyncDir("/"))
+	var live, durable []byte
+	for step := 0; step < 3000; step++ {
+		switch r.IntN(4) {
+		case 0, 1:
+			off := r.Int64N(int64(len(live)) + 20)
+			p := make([]byte, r.IntN(10)+1)
+			for i := range p {
+				p[i] = byte(r.IntN(255) + 1)
+			}
+			_, err := f.WriteAt(p, off)
+			require.NoError(t, err)
+			if end := int(off) + len(p); end > len(live) {
+				live = append(live, make([]byte, end-len(live))...)
+			}
+			copy(live[off:], p)
+		case 2:
+			size := r.Int64N(int64(len(live)) + 10)
+			require.NoError(t, f.Truncate(size))
+			if int(size) <= len(live) {
+				live = live[:size]
+			} else {
+				live = append(live, make([]byte, int(size)-len(live))...)
+			}
+		case 3:
+			require.NoError(t, f.Sync())
+			durable = append([]byte(nil), live...)
+		}
+		if step%50 == 0 {
+			got := readAll(t, m.Crash(), "/f")
+			require.Equal(t, len(durable), len(got), "step %d", step)
+			if len(durable) > 0 {
+				require.Equal(t, durable, got, "step %d", step)
+			}
+		}
+	}
 }
