@@ -198,8 +198,7 @@ var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithEncoderCRC(false),
-		zstd.WithZeroFrames(true),
-		zstd.WithLowerEncoderMem(true))
+		zstd.WithZeroFrames(true))
 	if err != nil {
 		panic(err) // only on invalid options
 	}

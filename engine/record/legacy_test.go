@@ -38,7 +38,7 @@ func legacyEntry(offset int64, msg []byte) []byte {
 }
 
 // legacyWrapper builds a compressed wrapper entry holding inner entries.
-func legacyWrapper(t *testing.T, magic int8, codec Codec, logAppend bool, ts, offset int64, inner ...[]byte) []byte {
+func legacyWrapper(t testing.TB, magic int8, codec Codec, logAppend bool, ts, offset int64, inner ...[]byte) []byte {
 	t.Helper()
 	payload, err := compress(nil, codec, bytes.Join(inner, nil))
 	require.NoError(t, err)
