@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -495,4 +496,90 @@ func TestTxnIndexBadVersion(t *testing.T) {
 	writeRaw(t, fs, "/0.txnindex", e[:])
 	_, err := OpenTxnIndex(fs, "/0.txnindex")
 	assert.ErrorIs(t, err, ErrCorruptIndex)
+}
+
+func TestIndexWriteFaults(t *testing.T) {
+	m := vfs.NewMem()
+	var sw vfs.Switchable
+	fs := vfs.NewErrorFS(m, &sw)
+	x, err := OpenOffsetIndex(fs, "/0.index", 0, 1024, true)
+	require.NoError(t, err)
+	require.NoError(t, x.Append(1, 10))
+	sw.Set(vfs.FailOnPath(".index", vfs.OpWriteAt, syscall.ENOSPC))
+	err = x.Append(2, 20)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	assert.Equal(t, 1, x.Entries(), "a failed append adds nothing")
+	off, _ := x.Lookup(5)
+	assert.Equal(t, int64(1), off)
+
+	sw.Set(vfs.FailOnPath(".index", vfs.OpSync, syscall.EIO))
+	assert.ErrorIs(t, x.Sync(), syscall.EIO)
+
+	// A lazy truncate reports its error on the next operation that writes.
+	sw.Set(nil)
+	require.NoError(t, x.Append(2, 20))
+	x.TruncateTo(2)
+	sw.Set(vfs.FailOnPath(".index", vfs.OpTruncate, syscall.EIO))
+	assert.ErrorIs(t, x.Sync(), syscall.EIO)
+	sw.Set(nil)
+	require.NoError(t, x.Sync())
+	require.NoError(t, x.Close())
+	y, err := OpenOffsetIndex(m, "/0.index", 0, 1024, false)
+	require.NoError(t, err)
+	assert.Equal(t, 1, y.Entries())
+}
+
+// TestIndexCrashAtEveryOp appends with a Sync after every third entry and
+// crashes at every file operation: the reopened index must hold a prefix of
+// the appended entries, at least as long as the last synced count.
+func TestIndexCrashAtEveryOp(t *testing.T) {
+	run := func(fs vfs.FS, synced *int) error {
+		x, err := OpenTimeIndex(fs, "/p/0.timeindex", 100, 12*64, true)
+		if err != nil {
+			return err
+		}
+		defer x.Close()
+		if err := fs.SyncDir("/p"); err != nil {
+			return err
+		}
+		for i := int64(1); i <= 20; i++ {
+			if err := x.MaybeAppend(i*1000, 100+i, false); err != nil {
+				return err
+			}
+			if i%3 == 0 {
+				if err := x.Sync(); err != nil {
+					return err
+				}
+				*synced = int(i)
+			}
+		}
+		return nil
+	}
+	newMem := func() *vfs.MemFS {
+		m := vfs.NewMem()
+		require.NoError(t, m.MkdirAll("/p", 0o755))
+		require.NoError(t, m.SyncDir("/"))
+		return m
+	}
+	counter := vfs.NewCounter()
+	var synced int
+	require.NoError(t, run(vfs.NewErrorFS(newMem(), counter), &synced))
+	for i := int64(0); i < counter.Count(); i++ {
+		m := newMem()
+		synced = 0
+		require.ErrorIs(t, run(vfs.NewErrorFS(m, vfs.CrashAt(i)), &synced), vfs.ErrInjectedCrash)
+		c := m.Crash()
+		if _, err := c.Stat("/p/0.timeindex"); err != nil {
+			require.Zero(t, synced, "crash at %d", i)
+			continue
+		}
+		x, err := OpenTimeIndex(c, "/p/0.timeindex", 100, 12*64, false)
+		require.NoError(t, err)
+		require.NoError(t, x.SanityCheck())
+		assert.GreaterOrEqual(t, x.Entries(), synced, "crash at %d", i)
+		for j := 0; j < x.Entries(); j++ {
+			ts, off := x.Entry(j)
+			require.Equal(t, [2]int64{int64(j+1) * 1000, 101 + int64(j)}, [2]int64{ts, off})
+		}
+	}
 }
