@@ -3,7 +3,10 @@
 package tests
 
 import (
+	"os"
+	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +38,24 @@ func TestConfigExample(t *testing.T) {
 	assert.Equal(t, def.String(), mc.Defaults.String())
 	assert.Empty(t, mc.Overrides, "the example's [topics.NAME] tables stay commented out")
 	assert.Empty(t, mc.DataDir, "the example leaves log.dirs commented out (default data home)")
+}
+
+// TestConfigExampleExplainsEverySetting: each setting line of the example is
+// preceded by a comment saying why (the "one line of why").
+func TestConfigExampleExplainsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../mount.toml.example")
+	require.NoError(t, err)
+	setting := regexp.MustCompile(`^"([a-z.]+)" = `)
+	lines := strings.Split(string(b), "\n")
+	seen := 0
+	for i, line := range lines {
+		m := setting.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		seen++
+		require.Positive(t, i)
+		assert.True(t, strings.HasPrefix(lines[i-1], "# "), "%s has no comment line right above it", m[1])
+	}
+	assert.Equal(t, len(engine.ConfigNames()), seen, "one active line per setting")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/topicfs/topicfs/engine"
 )
@@ -55,18 +56,18 @@ func LoadMountConfig(path string) (*MountConfig, error) {
 	mc.Keys = sortedKeys(fc.Settings)
 	for _, name := range sortedKeys(fc.Settings) {
 		if err := mc.Defaults.Set(name, fc.Settings[name]); err != nil {
-			return nil, fmt.Errorf("config %s: key %q: %v", path, name, err)
+			return nil, fmt.Errorf("config %s: %s", path, engineMsg(err))
 		}
 	}
 	for _, topic := range sortedKeys(fc.Topics) {
 		if err := engine.ValidTopicName(topic); err != nil {
-			return nil, fmt.Errorf("config %s: [topics.%s]: %v", path, topic, err)
+			return nil, fmt.Errorf("config %s: [topics.%s]: %s", path, topic, engineMsg(err))
 		}
 		kv := fc.Topics[topic]
 		c := mc.Defaults
 		for _, name := range sortedKeys(kv) {
 			if err := c.Set(name, kv[name]); err != nil {
-				return nil, fmt.Errorf("config %s: [topics.%s] key %q: %v", path, topic, name, err)
+				return nil, fmt.Errorf("config %s: [topics.%s]: %s", path, topic, engineMsg(err))
 			}
 			if !engine.IsTopicSetting(name) {
 				return nil, fmt.Errorf("config %s: [topics.%s] key %q is a mount-wide setting; set it at the top level", path, topic, name)
@@ -75,6 +76,12 @@ func LoadMountConfig(path string) (*MountConfig, error) {
 		mc.Overrides[topic] = kv
 	}
 	return mc, nil
+}
+
+// engineMsg is an engine error without the "engine: " prefix: the engine's
+// messages already name the setting and the rule it breaks.
+func engineMsg(err error) string {
+	return strings.TrimPrefix(err.Error(), "engine: ")
 }
 
 func sortedKeys[V any](m map[string]V) []string {
