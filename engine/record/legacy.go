@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 )
 
 // Legacy message format, magic 0 and 1 (read-only; kafka-formats.md §1.7):
@@ -121,24 +122,45 @@ func parseLegacyHeader(raw []byte) (Batch, error) {
 	return b, nil
 }
 
-// legacyRecords decodes a legacy entry, unnesting a compressed wrapper.
-func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
+// LegacyMessage is one message of a legacy (magic 0/1) entry, as
+// DumpLogSegments' deep iteration shows it: a plain message yields itself, a
+// compressed wrapper yields its inner messages.
+type LegacyMessage struct {
+	Offset     int64 // absolute
+	Timestamp  int64 // resolved: the wrapper's for LogAppendTime; -1 for v0
+	Magic      int8
+	Attributes int8
+	CRC        uint32 // stored CRC-32 of the message
+	Valid      bool   // CRC matches
+	Key        []byte // nil = null
+	Value      []byte // nil = null
+}
+
+// LegacyMessages decodes a legacy entry, unnesting a compressed wrapper, and
+// appends its messages to dst (keys and values do not alias Raw). Like
+// Records it updates BaseOffset and RecordCount of a wrapper. It fails with
+// ErrCorrupt for a v2 batch.
+func (b *Batch) LegacyMessages(dst []LegacyMessage) ([]LegacyMessage, error) {
+	if b.Magic >= 2 {
+		return dst, fmt.Errorf("%w: offset %d: not a legacy message", ErrCorrupt, b.BaseOffset)
+	}
 	if len(b.Raw) < LogOverhead {
 		return dst, fmt.Errorf("%w: legacy entry of %d bytes", ErrCorrupt, len(b.Raw))
 	}
 	entryOffset := int64(binary.BigEndian.Uint64(b.Raw))
-	m, err := parseLegacyMessage(b.Raw[LogOverhead:])
+	msg := b.Raw[LogOverhead:]
+	m, err := parseLegacyMessage(msg)
 	if err != nil {
 		return dst, fmt.Errorf("%w (offset %d)", err, entryOffset)
 	}
 	codec := Codec(m.attrs & attrCodecMask)
 	logAppend := m.magic == 1 && m.attrs&attrLogAppendTime != 0
 	if codec == None {
-		return append(dst, Record{
-			Offset:    entryOffset,
-			Timestamp: m.timestamp,
-			Key:       cloneBytes(m.key),
-			Value:     cloneBytes(m.value),
+		crc := binary.BigEndian.Uint32(msg)
+		return append(dst, LegacyMessage{
+			Offset: entryOffset, Timestamp: m.timestamp, Magic: m.magic, Attributes: m.attrs,
+			CRC: crc, Valid: crc32.ChecksumIEEE(msg[4:]) == crc,
+			Key: cloneBytes(m.key), Value: cloneBytes(m.value),
 		}), nil
 	}
 	if codec == Zstd || !codec.valid() {
@@ -151,8 +173,7 @@ func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
 	if err != nil {
 		return dst, fmt.Errorf("%w (legacy wrapper at offset %d)", err, entryOffset)
 	}
-	// First pass: decode the inner entries; their key/value alias inner,
-	// which is a fresh buffer, so the records may keep them.
+	// Keys and values alias inner, a fresh buffer, so the messages may keep them.
 	start := len(dst)
 	for p := 0; p < len(inner); {
 		if len(inner)-p < LogOverhead+legacyMinV0 {
@@ -163,7 +184,8 @@ func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
 		if size < legacyMinV0 || size > int64(len(inner)-p-LogOverhead) {
 			return dst[:start], fmt.Errorf("%w: offset %d: inner message size %d", ErrCorrupt, entryOffset, size)
 		}
-		im, err := parseLegacyMessage(inner[p+LogOverhead : p+LogOverhead+int(size)])
+		imsg := inner[p+LogOverhead : p+LogOverhead+int(size)]
+		im, err := parseLegacyMessage(imsg)
 		if err != nil {
 			return dst[:start], fmt.Errorf("%w (inner message of offset %d)", err, entryOffset)
 		}
@@ -174,11 +196,15 @@ func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
 		if logAppend {
 			ts = m.timestamp
 		}
-		dst = append(dst, Record{Offset: innerOff, Timestamp: ts, Key: im.key, Value: im.value})
+		crc := binary.BigEndian.Uint32(imsg)
+		dst = append(dst, LegacyMessage{
+			Offset: innerOff, Timestamp: ts, Magic: im.magic, Attributes: im.attrs,
+			CRC: crc, Valid: crc32.ChecksumIEEE(imsg[4:]) == crc, Key: im.key, Value: im.value,
+		})
 		p += LogOverhead + int(size)
 	}
-	recs := dst[start:]
-	if len(recs) == 0 {
+	msgs := dst[start:]
+	if len(msgs) == 0 {
 		return dst, fmt.Errorf("%w: offset %d: empty legacy wrapper", ErrCorrupt, entryOffset)
 	}
 	if m.magic >= 1 {
@@ -186,14 +212,26 @@ func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
 		// except that a wrapper offset of 0 means base 0 (librdkafka quirk).
 		base := int64(0)
 		if entryOffset != 0 {
-			base = entryOffset - recs[len(recs)-1].Offset
+			base = entryOffset - msgs[len(msgs)-1].Offset
 		}
-		for i := range recs {
-			recs[i].Offset += base
+		for i := range msgs {
+			msgs[i].Offset += base
 		}
 	}
-	b.BaseOffset = recs[0].Offset
-	b.RecordCount = int32(len(recs))
+	b.BaseOffset = msgs[0].Offset
+	b.RecordCount = int32(len(msgs))
+	return dst, nil
+}
+
+// legacyRecords is Records for a legacy entry.
+func (b *Batch) legacyRecords(dst []Record) ([]Record, error) {
+	msgs, err := b.LegacyMessages(nil)
+	if err != nil {
+		return dst, err
+	}
+	for _, m := range msgs {
+		dst = append(dst, Record{Offset: m.Offset, Timestamp: m.Timestamp, Key: m.Key, Value: m.Value})
+	}
 	return dst, nil
 }
 

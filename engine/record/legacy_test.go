@@ -232,3 +232,34 @@ func appendZstdT(t *testing.T, b []byte) []byte {
 	require.NoError(t, err)
 	return out
 }
+
+func TestLegacyMessagesExposeCRC(t *testing.T) {
+	good := legacyEntry(0, legacyMsg(1, 0, 6, nil, []byte("a")))
+	bad := legacyEntry(1, legacyMsg(1, 0, 7, nil, []byte("b")))
+	bad[len(bad)-1] = 'B' // inner CRC now wrong; the wrapper CRC covers the compressed bytes
+	raw := legacyWrapper(t, 1, Gzip, false, 7, 11, good, bad)
+	b, err := Parse(raw)
+	require.NoError(t, err)
+	require.NoError(t, b.Verify())
+	msgs, err := b.LegacyMessages(nil)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	assert.Equal(t, int64(10), msgs[0].Offset)
+	assert.Equal(t, int64(11), msgs[1].Offset)
+	assert.True(t, msgs[0].Valid)
+	assert.False(t, msgs[1].Valid)
+	assert.Equal(t, binary.BigEndian.Uint32(good[12:]), msgs[0].CRC)
+	assert.Equal(t, int8(1), msgs[1].Magic)
+	assert.Equal(t, "B", string(msgs[1].Value))
+
+	plain, err := Parse(good)
+	require.NoError(t, err)
+	msgs, err = plain.LegacyMessages(nil)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.True(t, msgs[0].Valid)
+
+	v2, _ := decodeAll(t, golden(t))
+	_, err = v2.LegacyMessages(nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
