@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,23 +36,11 @@ const checkpointVersion = 0
 // an empty map. A wrong version, a count that disagrees with the lines, or a
 // malformed line is an error wrapping ErrCorrupt that names the file.
 func ReadCheckpoint(fsys vfs.FS, path string) (map[TopicPartition]int64, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	buf, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[TopicPartition]int64{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("engine: read checkpoint %s: %w", path, err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, fmt.Errorf("engine: read checkpoint %s: %w", path, err)
-	}
-	buf := make([]byte, size)
-	if n, err := f.ReadAt(buf, 0); n < len(buf) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
 		return nil, fmt.Errorf("engine: read checkpoint %s: %w", path, err)
 	}
 	return parseCheckpoint(path, buf)
@@ -143,34 +128,8 @@ func WriteCheckpoint(fsys vfs.FS, path string, m map[TopicPartition]int64) error
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	fail := func(op string, err error) error {
-		return fmt.Errorf("engine: write checkpoint %s: %s: %w", path, op, err)
-	}
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fail("create", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		_ = fsys.Remove(tmp)
-		return fail("write", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		_ = fsys.Remove(tmp)
-		return fail("sync", err)
-	}
-	if err := f.Close(); err != nil {
-		_ = fsys.Remove(tmp)
-		return fail("close", err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		_ = fsys.Remove(tmp)
-		return fail("rename", err)
-	}
-	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
-		return fail("sync dir", err)
+	if err := vfs.WriteFileAtomic(fsys, path, data, 0o644); err != nil {
+		return fmt.Errorf("engine: write checkpoint %s: %w", path, err)
 	}
 	return nil
 }

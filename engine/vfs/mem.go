@@ -28,9 +28,10 @@ import (
 // durable directory listing holds. MemFS is safe for concurrent use (one
 // mutex); its Files do not implement Mmapper.
 type MemFS struct {
-	mu   sync.Mutex
-	root *memNode
-	now  func() time.Time
+	mu    sync.Mutex
+	root  *memNode
+	now   func() time.Time
+	locks map[*memNode]bool // held Locks; not durable
 }
 
 type memNode struct {

@@ -1,0 +1,67 @@
+package vfs
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	_ Locker = osFS{}
+	_ Locker = (*MemFS)(nil)
+	_ Locker = (*ErrorFS)(nil)
+)
+
+func TestLock(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fs FS, dir string) {
+		p := filepath.Join(dir, ".lock")
+		l, err := Lock(fs, p)
+		require.NoError(t, err)
+		_, err = Lock(fs, p)
+		require.ErrorIs(t, err, ErrLocked)
+		assert.ErrorIs(t, err, syscall.EWOULDBLOCK)
+		_, err = Lock(NewErrorFS(fs, nil), p)
+		require.ErrorIs(t, err, ErrLocked, "through ErrorFS too")
+		require.NoError(t, l.Close())
+		l2, err := Lock(fs, p)
+		require.NoError(t, err)
+		require.NoError(t, l2.Close())
+		_, err = fs.Stat(p)
+		assert.NoError(t, err, "the lock file exists")
+	})
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fs FS, dir string) {
+		p := filepath.Join(dir, "topicfs-topics.json")
+		_, err := ReadFile(fs, p)
+		require.ErrorIs(t, err, os.ErrNotExist)
+		require.NoError(t, WriteFileAtomic(fs, p, []byte("{}"), 0o644))
+		require.NoError(t, WriteFileAtomic(fs, p, []byte(`{"a":1}`), 0o644))
+		got, err := ReadFile(fs, p)
+		require.NoError(t, err)
+		assert.Equal(t, `{"a":1}`, string(got))
+		_, err = fs.Stat(p + ".tmp")
+		assert.ErrorIs(t, err, os.ErrNotExist)
+	})
+
+	// Crash at every op: old or new content, never torn, never an error.
+	setup := func() *MemFS {
+		m := NewMem()
+		require.NoError(t, WriteFileAtomic(m, "/f", []byte("old-content"), 0o644))
+		return m
+	}
+	c := NewCounter()
+	require.NoError(t, WriteFileAtomic(NewErrorFS(setup(), c), "/f", []byte("new"), 0o644))
+	for i := int64(0); i <= c.Count(); i++ {
+		m := setup()
+		_ = WriteFileAtomic(NewErrorFS(m, CrashAt(i)), "/f", []byte("new"), 0o644)
+		got, err := ReadFile(m.Crash(), "/f")
+		require.NoError(t, err, "crash at %d", i)
+		assert.Contains(t, []string{"old-content", "new"}, string(got), "crash at %d", i)
+	}
+}
