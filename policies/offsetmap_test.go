@@ -96,3 +96,26 @@ func BenchmarkOffsetMapPut(b *testing.B) {
 		m.Put(keys[i%len(keys)], int64(i))
 	}
 }
+
+func BenchmarkOffsetMapGet(b *testing.B) {
+	m := NewOffsetMap(24 << 20)
+	keys := make([][]byte, m.MaxEntries())
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%09d", i)
+		m.Put(keys[i], int64(i))
+	}
+	miss := fmt.Appendf(nil, "miss-%09d", 0)
+	b.Run("hit", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			m.Get(keys[i%len(keys)])
+		}
+	})
+	b.Run("miss", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			miss[5] = byte(i)
+			miss[6] = byte(i >> 8)
+			miss[7] = byte(i >> 16)
+			m.Get(miss)
+		}
+	})
+}
