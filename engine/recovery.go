@@ -1,0 +1,637 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/topicfs/topicfs/engine/index"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// Recovery follows Kafka's LogLoader (kafka-formats.md §4.3):
+//
+//  1. *.deleted files are removed; *.cleaned files are removed, and so are
+//     *.swap files at or above the lowest .cleaned base (an unfinished split);
+//  2. the remaining *.log.swap segments replace every non-swap segment file
+//     whose base lies in [min swap base, max swap next offset); the .swap
+//     suffix is then stripped;
+//  3. index files without a .log are deleted;
+//  4. unless the previous shutdown was clean, every segment from the one
+//     holding the recovery point on is scanned: each batch is checked (CRC,
+//     length within the file, offsets increasing), the .log is truncated at
+//     the first invalid byte, the indexes (and the txn index) are rebuilt,
+//     and every later segment is deleted once one was truncated;
+//  5. a missing or insane index of another segment is rebuilt when first used.
+//
+// A read-only partition does all of this in memory: it never renames,
+// deletes, truncates or writes, and rebuilt indexes live in a private MemFS.
+
+// progressEvery bounds how often a long recovery logs its progress.
+const (
+	progressSegments = 50
+	progressInterval = 10 * time.Second
+)
+
+// dirFile is a segment-related file found in a partition directory.
+type dirFile struct {
+	name string // as listed
+	base int64
+	ext  string // after the first dot: "log", "index.swap", ...
+}
+
+func (f dirFile) kind() string { // "log", "index", ... without temporary suffixes
+	k := f.ext
+	for _, suf := range []string{deletedSuffix, cleanedSuffix, swapSuffix} {
+		k = strings.TrimSuffix(k, suf)
+	}
+	return k
+}
+
+func isSegmentKind(k string) bool {
+	return k == "log" || k == "index" || k == "timeindex" || k == "txnindex"
+}
+
+// load lists, repairs and opens the partition directory.
+func (p *Partition) load() error {
+	cfg := p.cfg.Load()
+	ro := p.opts.ReadOnly
+	var entries []os.DirEntry
+	if !ro {
+		if err := p.mkdirDurable(); err != nil {
+			return err
+		}
+	}
+	entries, err := p.fs.ReadDir(p.dir)
+	if err != nil && !(ro && errors.Is(err, os.ErrNotExist)) {
+		return err
+	}
+	files, err := p.cleanTemporaryFiles(entries)
+	if err != nil {
+		return err
+	}
+	segs, err := p.openSegments(files, cfg)
+	if err != nil {
+		for _, s := range segs {
+			s.Release()
+		}
+		return err
+	}
+	p.publish(segs)
+	if len(segs) > 0 && !p.opts.CleanShutdown {
+		if err := p.recoverLog(cfg); err != nil {
+			return err
+		}
+	}
+	segs = p.list()
+
+	// Log start offset: the checkpoint, clamped to the first segment.
+	ls := max(p.opts.LogStartOffset, 0)
+	if len(segs) > 0 {
+		last := segs[len(segs)-1]
+		leo := max(last.NextOffset(), last.base)
+		if ls > leo {
+			p.logger.Warn("engine: log end below the log start checkpoint: deleting every segment",
+				"logEndOffset", leo, "logStartOffset", ls)
+			for _, s := range segs {
+				p.removeSegmentFiles(s)
+				s.Release()
+			}
+			segs = nil
+			p.publish(segs)
+		} else {
+			ls = max(ls, segs[0].base)
+		}
+	}
+	if len(segs) == 0 {
+		s, err := p.createSegment(ls, cfg)
+		if err != nil {
+			return err
+		}
+		segs = []*Segment{s}
+		p.publish(segs)
+	}
+	if err := p.activate(segs[len(segs)-1]); err != nil {
+		return err
+	}
+	for _, s := range segs[:len(segs)-1] {
+		s.sealed.Store(true)
+		s.idxSynced.Store(true)
+	}
+	last := segs[len(segs)-1]
+	leo := max(last.NextOffset(), last.base)
+	p.logEnd.Store(leo)
+	p.logStart.Store(ls)
+	if !ro {
+		// Make what recovery changed durable (scanned segments may hold
+		// bytes that only reached the page cache), so that the recovery
+		// point can be the log end.
+		p.w.dirDirty = true
+		p.recoveryPoint.Store(-1)
+		if err := p.Flush(); err != nil {
+			return err
+		}
+	}
+	p.recoveryPoint.Store(leo)
+	return nil
+}
+
+// cleanTemporaryFiles applies steps 1–3 and returns each segment's files by base.
+func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFiles, error) {
+	ro := p.opts.ReadOnly
+	var normal, swaps []dirFile
+	minCleaned := int64(math.MaxInt64)
+	var cleaned []dirFile
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		base, ext, ok := parseSegmentName(e.Name())
+		if !ok {
+			continue
+		}
+		f := dirFile{name: e.Name(), base: base, ext: ext}
+		switch {
+		case strings.HasSuffix(ext, deletedSuffix):
+			if ext == "checkpoint"+deletedSuffix {
+				continue
+			}
+			p.remove(f.name)
+		case strings.HasSuffix(ext, cleanedSuffix):
+			cleaned = append(cleaned, f)
+			minCleaned = min(minCleaned, base)
+		case strings.HasSuffix(ext, swapSuffix):
+			swaps = append(swaps, f)
+		default:
+			if isSegmentKind(ext) {
+				normal = append(normal, f)
+			}
+		}
+	}
+	var valid []dirFile
+	for _, f := range swaps {
+		if f.base >= minCleaned {
+			p.logger.Info("engine: deleting swap file of an unfinished split", "file", f.name)
+			p.remove(f.name)
+			continue
+		}
+		valid = append(valid, f)
+	}
+	for _, f := range cleaned {
+		p.remove(f.name)
+	}
+	if len(valid) > 0 {
+		minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
+		for _, f := range valid {
+			if f.kind() != "log" {
+				continue
+			}
+			next, err := p.scanNextOffset(f.name, f.base)
+			if err != nil {
+				return nil, err
+			}
+			minSwap, maxSwap = min(minSwap, f.base), max(maxSwap, next)
+		}
+		kept := normal[:0]
+		for _, f := range normal {
+			if f.base >= minSwap && f.base < maxSwap {
+				p.logger.Info("engine: deleting segment file replaced by a swap", "file", f.name)
+				p.remove(f.name)
+				continue
+			}
+			kept = append(kept, f)
+		}
+		normal = kept
+		for _, f := range valid {
+			final := strings.TrimSuffix(f.name, swapSuffix)
+			name := final
+			if ro {
+				name = f.name
+			} else if err := p.fs.Rename(p.path(f.name), p.path(final)); err != nil {
+				return nil, fmt.Errorf("engine: install swap file %s: %w", f.name, err)
+			}
+			normal = append(normal, dirFile{name: name, base: f.base, ext: strings.TrimSuffix(f.ext, swapSuffix)})
+		}
+		if !ro {
+			if err := p.fs.SyncDir(p.dir); err != nil {
+				return nil, err
+			}
+		}
+		p.logger.Info("engine: completed an interrupted segment swap", "swaps", len(valid),
+			"from", minSwap, "to", maxSwap)
+	}
+	out := map[int64]*segFiles{}
+	for _, f := range normal {
+		if f.kind() != "log" {
+			continue
+		}
+		out[f.base] = &segFiles{log: p.path(f.name)}
+	}
+	for _, f := range normal {
+		sf := out[f.base]
+		if sf == nil {
+			if isSegmentKind(f.kind()) && f.kind() != "log" {
+				p.logger.Info("engine: deleting orphaned index", "file", f.name)
+				p.remove(f.name)
+			}
+			continue
+		}
+		switch f.kind() {
+		case "index":
+			sf.index = p.path(f.name)
+		case "timeindex":
+			sf.timeIndex = p.path(f.name)
+		case "txnindex":
+			sf.txnIndex = p.path(f.name)
+		}
+	}
+	return out, nil
+}
+
+// mkdirDurable creates the partition directory (and missing parents) and
+// fsyncs the parent of each directory it created.
+func (p *Partition) mkdirDurable() error {
+	var created []string
+	for d := filepath.Clean(p.dir); ; d = filepath.Dir(d) {
+		if _, err := p.fs.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := p.fs.MkdirAll(p.dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := p.fs.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Partition) path(name string) string { return filepath.Join(p.dir, name) }
+
+// remove deletes a file of the partition directory (not on a read-only one).
+func (p *Partition) remove(name string) {
+	if p.opts.ReadOnly {
+		return
+	}
+	if err := p.fs.Remove(p.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.logger.Warn("engine: remove", "file", name, "err", err)
+	}
+}
+
+// scanNextOffset reads the headers of a .log file and returns its last offset + 1.
+func (p *Partition) scanNextOffset(name string, base int64) (int64, error) {
+	f, err := p.fs.OpenFile(p.path(name), os.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	end, err := f.Size()
+	if err != nil {
+		return 0, err
+	}
+	next := base
+	for pos := int64(0); pos < end; {
+		h, _, err := peekAt(f, pos, end)
+		if err != nil {
+			break
+		}
+		next = max(next, h.lastOffset+1)
+		pos += h.size
+	}
+	return next, nil
+}
+
+// openSegments opens every .log, oldest first.
+func (p *Partition) openSegments(files map[int64]*segFiles, cfg *Config) ([]*Segment, error) {
+	bases := make([]int64, 0, len(files))
+	for b := range files {
+		bases = append(bases, b)
+	}
+	slices.Sort(bases)
+	segs := make([]*Segment, 0, len(bases))
+	for _, b := range bases {
+		f := files[b]
+		log, err := openLogFile(p.fs, f.log, p.opts.ReadOnly, false)
+		if err != nil {
+			return segs, err
+		}
+		size, err := log.Size()
+		if err != nil {
+			log.Close()
+			return segs, err
+		}
+		s := p.newSegment(b, log, *f, size, cfg)
+		s.syncedSize.Store(size)
+		if fi, err := p.fs.Stat(f.log); err == nil {
+			s.created = fi.ModTime()
+		}
+		segs = append(segs, s)
+	}
+	return segs, nil
+}
+
+// recoverLog scans the segments from the one holding the recovery point on.
+func (p *Partition) recoverLog(cfg *Config) error {
+	segs := p.list()
+	rp := max(p.opts.RecoveryPoint, 0)
+	start := 0
+	for i, s := range segs {
+		if s.base <= rp {
+			start = i
+		}
+	}
+	began, lastLog := time.Now(), time.Now()
+	prod := &producerState{ongoing: map[int64]int64{}}
+	var bytes int64
+	for i := start; i < len(segs); i++ {
+		s := segs[i]
+		active := i == len(segs)-1
+		s.mu.Lock()
+		res, err := s.rebuildLocked(active, prod)
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("engine: recover %s: %w", s.LogPath(), err)
+		}
+		bytes += res.valid
+		s.syncedSize.Store(-1) // may hold bytes that only reached the page cache
+		if res.valid < res.end {
+			p.logger.Warn("engine: truncating invalid data at the end of a segment",
+				"segment", s.LogPath(), "position", res.valid, "size", res.end, "reason", res.cause)
+			if !p.opts.ReadOnly {
+				if err := s.log.Truncate(res.valid); err != nil {
+					return fmt.Errorf("engine: truncate %s: %w", s.LogPath(), err)
+				}
+			}
+			s.size.Store(res.valid)
+			if !active {
+				// Kafka deletes every later segment once one was truncated.
+				for _, later := range segs[i+1:] {
+					p.logger.Warn("engine: deleting segment after a truncated one", "segment", later.LogPath())
+					p.removeSegmentFiles(later)
+					later.Release()
+				}
+				// The truncated segment becomes the active one again.
+				s.mu.Lock()
+				err := s.reopenWritableLocked()
+				s.mu.Unlock()
+				if err != nil {
+					return err
+				}
+				p.publish(append([]*Segment(nil), segs[:i+1]...))
+				break
+			}
+		}
+		if n := i - start + 1; n%progressSegments == 0 || time.Since(lastLog) > progressInterval {
+			lastLog = time.Now()
+			p.logger.Info("engine: recovering partition", "segments", n, "of", len(segs)-start,
+				"bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
+		}
+	}
+	if n := len(segs) - start; n > progressSegments || time.Since(began) > progressInterval {
+		p.logger.Info("engine: recovered partition", "segments", n, "bytes", bytes,
+			"elapsed", time.Since(began).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// activate prepares the last segment for appends: writable, preallocated
+// indexes and the writer's running max timestamp.
+func (p *Partition) activate(s *Segment) error {
+	s.sealed.Store(false)
+	if p.opts.ReadOnly {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.loaded && s.mu.writable {
+		return nil
+	}
+	return s.reopenWritableLocked()
+}
+
+// reopenWritableLocked (re)opens the indexes of a segment that becomes
+// active, for appends; it rebuilds them if they are missing or insane.
+func (s *Segment) reopenWritableLocked() error {
+	if s.readOnly {
+		return nil
+	}
+	if s.mu.loaded && s.mu.idxFS != s.fs {
+		// In-memory indexes of a writable partition cannot happen; rebuild on disk.
+		s.closeIndexesLocked()
+	}
+	if err := s.closeIndexesLocked(); err != nil {
+		s.logger.Warn("engine: closing index", "segment", s.mu.files.log, "err", err)
+	}
+	if err := s.openIndexesLocked(true); err != nil {
+		s.logger.Warn("engine: rebuilding index of the active segment", "segment", s.mu.files.log, "reason", err)
+		if _, err := s.rebuildLocked(true, nil); err != nil {
+			return err
+		}
+	} else {
+		s.w.ib = newIndexBuilder()
+		if s.mu.tidx != nil {
+			if ts, off := s.mu.tidx.LastEntry(); ts >= 0 {
+				s.w.ib.maxTs, s.w.ib.offsetOfMax = ts, off
+			}
+		}
+	}
+	s.mu.writable = true
+	return nil
+}
+
+// scanResult is the outcome of a segment scan.
+type scanResult struct {
+	valid int64 // bytes of valid batches from the start
+	end   int64 // bytes scanned (the committed size)
+	cause error // why the scan stopped before end
+}
+
+// rebuildLocked scans the .log from the start, verifying every batch (CRC,
+// length, increasing offsets), and rebuilds the offset, time and txn indexes
+// up to the first invalid batch. The indexes go to disk next to the .log, or
+// to a private MemFS on a read-only partition (or for a renamed segment).
+// active keeps them writable and preallocated; otherwise they are trimmed
+// and get the final time-index entry. prod carries transaction state across
+// segments (nil: this segment only). Callers hold s.mu.
+func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, error) {
+	if err := s.closeIndexesLocked(); err != nil {
+		s.logger.Warn("engine: closing index", "segment", s.mu.files.log, "err", err)
+	}
+	if prod == nil {
+		prod = &producerState{ongoing: map[int64]int64{}}
+	}
+	end := s.Size()
+	logPath := s.mu.files.log
+	onDisk := !s.readOnly && strings.HasSuffix(logPath, logSuffix)
+	ifs := s.fs
+	maxBytes := s.indexMax
+	var files segFiles
+	if onDisk {
+		b := strings.TrimSuffix(logPath, logSuffix)
+		files = segFiles{log: logPath, index: b + indexSuffix, timeIndex: b + timeIndexSuffix}
+		for _, f := range []string{files.index, files.timeIndex, b + txnIndexSuffix} {
+			if err := ifs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return scanResult{}, err
+			}
+		}
+	} else {
+		mem := vfs.NewMem()
+		ifs = mem
+		name := segmentName(s.base)
+		files = segFiles{log: logPath, index: "/" + name + indexSuffix, timeIndex: "/" + name + timeIndexSuffix}
+		if !active {
+			// Entries are at least index.interval.bytes apart: size the
+			// in-memory index for this segment instead of segment.index.bytes.
+			maxBytes = min(maxBytes, int((end/(max(s.interval, 0)+1)+4)*12))
+		}
+	}
+	oidx, err := index.OpenOffsetIndex(ifs, files.index, s.base, maxBytes, true)
+	if err != nil {
+		return scanResult{}, err
+	}
+	tidx, err := index.OpenTimeIndex(ifs, files.timeIndex, s.base, maxBytes, true)
+	if err != nil {
+		oidx.Close()
+		return scanResult{}, err
+	}
+	s.mu.idxFS = ifs
+	s.mu.files.index, s.mu.files.timeIndex, s.mu.files.txnIndex = files.index, files.timeIndex, ""
+	s.mu.oidx, s.mu.tidx, s.mu.txn = oidx, tidx, nil
+	s.mu.loaded = true
+	s.mu.writable = active
+
+	res := scanResult{end: end}
+	ib := newIndexBuilder()
+	next := s.base
+	firstTs := int64(-1)
+	var buf []byte
+	var pos int64
+	var idxErr error
+	for pos < end {
+		b, err := record.ReadAt(s.log, pos, end, buf)
+		if err == nil {
+			err = b.Verify()
+		}
+		if err == nil {
+			switch {
+			case b.Magic >= 2 && b.BaseOffset < next:
+				err = fmt.Errorf("%w: batch base offset %d below %d", ErrCorrupt, b.BaseOffset, next)
+			case b.LastOffset() < next || b.LastOffset() < b.BaseOffset:
+				err = fmt.Errorf("%w: batch last offset %d below %d", ErrCorrupt, b.LastOffset(), next)
+			case b.LastOffset()-s.base > math.MaxInt32:
+				err = fmt.Errorf("%w: offset %d too far from the segment base %d", ErrCorrupt, b.LastOffset(), s.base)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				res.cause = err
+			}
+			break
+		}
+		buf = b.Raw[:cap(b.Raw)]
+		size := int64(b.Size())
+		if pos == 0 {
+			firstTs = b.MaxTimestamp
+		}
+		if ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
+			idxErr = errors.Join(idxErr, oidx.Append(b.LastOffset(), pos))
+			if ib.maxTs >= 0 {
+				idxErr = errors.Join(idxErr, tidx.MaybeAppend(ib.maxTs, ib.offsetOfMax, false))
+			}
+		}
+		if b.IsTransactional() {
+			if t := prod.observe(&b); t != nil {
+				if s.mu.txn == nil {
+					p := strings.TrimSuffix(files.index, indexSuffix) + txnIndexSuffix
+					txn, err := index.OpenTxnIndex(ifs, p)
+					if err != nil {
+						return res, err
+					}
+					s.mu.txn, s.mu.files.txnIndex = txn, p
+				}
+				idxErr = errors.Join(idxErr, s.mu.txn.Append(*t))
+			}
+		}
+		next = b.NextOffset()
+		pos += size
+	}
+	res.valid = pos
+	if idxErr != nil {
+		s.logger.Warn("engine: index entries dropped during rebuild", "segment", logPath, "err", idxErr)
+	}
+	if !active {
+		var errs []error
+		if ib.maxTs >= 0 {
+			errs = append(errs, tidx.MaybeAppend(ib.maxTs, ib.offsetOfMax, true))
+		}
+		errs = append(errs, oidx.Trim(), tidx.Trim())
+		if onDisk {
+			errs = append(errs, oidx.Sync(), tidx.Sync())
+			if s.mu.txn != nil {
+				errs = append(errs, s.mu.txn.Sync())
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return res, err
+		}
+	}
+	s.w.ib = ib
+	s.next.Store(next)
+	s.maxTs.Store(ib.maxTs)
+	if pos > 0 {
+		s.firstBatchTs.Store(firstTs)
+	}
+	return res, nil
+}
+
+// producerState tracks, per producer, the first offset of its open
+// transaction, to build aborted-transaction entries for the txn index.
+// Callers serialise access.
+type producerState struct {
+	ongoing map[int64]int64 // producer id -> first offset of its open transaction
+}
+
+// observe accounts for a transactional batch and returns the aborted
+// transaction an ABORT marker completes (nil otherwise). When the
+// transaction began before what was observed, its first offset is unknown
+// and the marker's own offset is used (its records then stay visible rather
+// than hiding committed ones).
+func (ps *producerState) observe(b *record.Batch) *index.AbortedTxn {
+	if !b.IsTransactional() {
+		return nil
+	}
+	pid := b.ProducerID
+	if !b.IsControl() {
+		if _, ok := ps.ongoing[pid]; !ok {
+			ps.ongoing[pid] = b.BaseOffset
+		}
+		return nil
+	}
+	typ, err := b.ControlType()
+	first, ok := ps.ongoing[pid]
+	if !ok {
+		first = b.LastOffset()
+	}
+	delete(ps.ongoing, pid)
+	if err != nil || typ != 0 {
+		return nil
+	}
+	lso := b.LastOffset() + 1
+	for _, f := range ps.ongoing {
+		lso = min(lso, f)
+	}
+	return &index.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.LastOffset(), LastStableOffset: lso}
+}

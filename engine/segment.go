@@ -1,0 +1,723 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/topicfs/topicfs/engine/index"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// File suffixes of a segment (part of Kafka's on-disk format).
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	txnIndexSuffix  = ".txnindex"
+	deletedSuffix   = ".deleted"
+	cleanedSuffix   = ".cleaned"
+	swapSuffix      = ".swap"
+)
+
+// unknownTs marks a lazily computed timestamp that has not been computed yet.
+const unknownTs = math.MinInt64
+
+// segmentName returns the 20-digit file-name prefix of a segment.
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// parseSegmentName splits a file name like 00000000000000000042.log.deleted
+// into its base offset (42) and the rest after the first dot (log.deleted).
+func parseSegmentName(name string) (base int64, ext string, ok bool) {
+	dot := strings.IndexByte(name, '.')
+	if dot <= 0 {
+		return 0, "", false
+	}
+	for _, c := range name[:dot] {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	b, err := strconv.ParseInt(name[:dot], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return b, name[dot+1:], true
+}
+
+// segFiles holds the actual paths of a segment's files. A path is "" when
+// the file does not exist.
+type segFiles struct {
+	log, index, timeIndex, txnIndex string
+}
+
+func (f segFiles) all() []string {
+	var out []string
+	for _, p := range []string{f.log, f.index, f.timeIndex, f.txnIndex} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// counters are a partition's statistics, shared by its segments.
+type counters struct {
+	bytesAppended   atomic.Int64
+	recordsAppended atomic.Int64
+	batchesAppended atomic.Int64
+	bytesRead       atomic.Int64
+	reads           atomic.Int64
+	flushes         atomic.Int64
+	rolls           atomic.Int64
+	segmentsDeleted atomic.Int64
+	corruptions     atomic.Int64
+}
+
+// Segment is one .log file with its offset, time and transaction indexes.
+//
+// Readers may call every method concurrently with the partition's single
+// writer. The writer appends to the active (last) segment only; bytes become
+// visible to readers when Size() is published after the write. A sealed
+// segment never changes. A Segment is reference counted: the partition's
+// segment list holds one reference and every Snapshot one more; the files
+// are closed when the last reference is released.
+type Segment struct {
+	fs       vfs.FS
+	base     int64
+	logger   *slog.Logger
+	stats    *counters
+	indexMax int   // segment.index.bytes
+	interval int64 // index.interval.bytes (for rebuilds)
+	readOnly bool
+
+	log     vfs.File // nil: a virtual empty segment (read-only partition with no files)
+	created time.Time
+
+	size         atomic.Int64 // committed bytes
+	next         atomic.Int64 // next offset; -1 = not computed yet
+	maxTs        atomic.Int64 // largest timestamp; unknownTs = not computed yet
+	firstBatchTs atomic.Int64 // max timestamp of the first batch; unknownTs = not computed yet
+	sealed       atomic.Bool
+	refs         atomic.Int32
+	syncedSize   atomic.Int64 // committed size at the last fsync of the .log
+	idxSynced    atomic.Bool  // sealed indexes fsynced
+
+	// w is the writer's state, touched only under the partition's writer
+	// mutex (or by the single goroutine that opens the partition).
+	w struct {
+		ib           indexBuilder
+		rollJitterMs int64
+	}
+
+	// mu protects the index handles and the file paths (renamed on delete).
+	mu struct {
+		sync.RWMutex
+		files    segFiles
+		idxFS    vfs.FS // where the indexes live (a private MemFS for in-memory rebuilds)
+		loaded   bool   // oidx/tidx/txn hold the indexes (possibly nil txn)
+		writable bool   // the indexes were opened for appends (active segment)
+		oidx     *index.OffsetIndex
+		tidx     *index.TimeIndex
+		txn      *index.TxnIndex
+		closed   bool
+	}
+}
+
+// indexBuilder applies Kafka's index rule (LogSegment.append / recover):
+// before a batch, if more than index.interval.bytes were written since the
+// last entry, add (batch last offset, batch position) to the offset index and
+// (max timestamp so far, its batch's last offset) to the time index.
+type indexBuilder struct {
+	bytesSince  int64
+	maxTs       int64 // -1 = none
+	offsetOfMax int64 // -1 = none
+}
+
+func newIndexBuilder() indexBuilder { return indexBuilder{maxTs: -1, offsetOfMax: -1} }
+
+// add accounts for one batch at pos; it returns whether an index entry is due.
+func (b *indexBuilder) add(lastOffset, maxTs, pos, size, interval int64) (entry bool) {
+	if maxTs > b.maxTs {
+		b.maxTs, b.offsetOfMax = maxTs, lastOffset
+	}
+	if b.bytesSince > interval {
+		entry = true
+		b.bytesSince = 0
+	}
+	b.bytesSince += size
+	return entry
+}
+
+// BaseOffset returns the offset in the segment's name: a lower bound of the
+// offsets it holds.
+func (s *Segment) BaseOffset() int64 { return s.base }
+
+// Size returns the committed size in bytes: readers may read [0, Size()).
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// Sealed reports whether the segment is no longer the active one.
+func (s *Segment) Sealed() bool { return s.sealed.Load() }
+
+// LogPath returns the current path of the .log file (it ends in .deleted
+// once the segment was deleted).
+func (s *Segment) LogPath() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.files.log
+}
+
+// Created returns when this process created or opened the segment.
+func (s *Segment) Created() time.Time { return s.created }
+
+// NextOffset returns the last offset + 1 of the data the segment holds, or
+// BaseOffset when it is empty.
+func (s *Segment) NextOffset() int64 {
+	if n := s.next.Load(); n >= 0 {
+		return n
+	}
+	n, err := s.computeNextOffset()
+	if err != nil {
+		s.logger.Error("engine: cannot compute next offset", "segment", s.LogPath(), "err", err)
+		return s.base
+	}
+	s.next.CompareAndSwap(-1, n)
+	return s.next.Load()
+}
+
+// computeNextOffset finds the last batch from the last offset-index entry
+// (Kafka's readNextOffset).
+func (s *Segment) computeNextOffset() (int64, error) {
+	end := s.Size()
+	var pos int64
+	next := s.base
+	if err := s.loadIndexes(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	if s.mu.oidx != nil && s.mu.oidx.Entries() > 0 {
+		_, pos = s.mu.oidx.Entry(s.mu.oidx.Entries() - 1)
+	}
+	s.mu.RUnlock()
+	for pos < end {
+		h, err := s.peekHeader(pos, end)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return 0, err
+		}
+		next = h.lastOffset + 1
+		pos += h.size
+	}
+	return max(next, s.base), nil
+}
+
+// MaxTimestamp returns the largest record timestamp in the segment, or the
+// .log file's modification time (ms) when it holds no timestamps.
+func (s *Segment) MaxTimestamp() int64 {
+	ts := s.maxTs.Load()
+	if ts == unknownTs {
+		ts = -1
+		if err := s.loadIndexes(); err == nil {
+			s.mu.RLock()
+			if s.mu.tidx != nil {
+				if t, _ := s.mu.tidx.LastEntry(); t >= 0 {
+					ts = t
+				}
+			}
+			s.mu.RUnlock()
+		}
+		s.maxTs.CompareAndSwap(unknownTs, ts)
+		ts = s.maxTs.Load()
+	}
+	if ts >= 0 {
+		return ts
+	}
+	if fi, err := s.fs.Stat(s.LogPath()); err == nil {
+		return fi.ModTime().UnixMilli()
+	}
+	return s.created.UnixMilli()
+}
+
+// FirstBatchTime returns the max timestamp of the first batch, or -1.
+func (s *Segment) FirstBatchTime() int64 {
+	if ts := s.firstBatchTs.Load(); ts != unknownTs {
+		return ts
+	}
+	ts := int64(-1)
+	if s.Size() > 0 {
+		if h, err := s.peekHeader(0, s.Size()); err == nil {
+			ts = h.maxTs
+		}
+	}
+	if s.Size() > 0 {
+		s.firstBatchTs.CompareAndSwap(unknownTs, ts)
+	}
+	return ts
+}
+
+// ReadAt reads committed bytes: [0, Size()). Past Size it returns io.EOF.
+func (s *Segment) ReadAt(p []byte, off int64) (int, error) {
+	size := s.Size()
+	if off < 0 {
+		return 0, fmt.Errorf("engine: segment %s: negative read position %d", s.LogPath(), off)
+	}
+	if off >= size || s.log == nil {
+		return 0, io.EOF
+	}
+	short := false
+	if rem := size - off; int64(len(p)) > rem {
+		p = p[:rem]
+		short = true
+	}
+	n, err := s.log.ReadAt(p, off)
+	s.stats.bytesRead.Add(int64(n))
+	s.stats.reads.Add(1)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// ReadBatch reads and verifies (CRC, structure) the batch at pos, reusing
+// buf when it is large enough. At Size() it returns io.EOF. Corruption
+// returns an error wrapping ErrCorrupt that names the file and position,
+// and is logged.
+func (s *Segment) ReadBatch(pos int64, buf []byte) (record.Batch, error) {
+	size := s.Size()
+	if pos >= size || s.log == nil {
+		return record.Batch{}, io.EOF
+	}
+	b, err := record.ReadAt(s.log, pos, size, buf)
+	if err == nil {
+		s.stats.bytesRead.Add(int64(b.Size()))
+		s.stats.reads.Add(1)
+		err = b.Verify()
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return record.Batch{}, io.EOF
+		}
+		if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
+			return record.Batch{}, s.corrupt(pos, err)
+		}
+		return record.Batch{}, fmt.Errorf("engine: segment %s pos %d: %w", s.LogPath(), pos, err)
+	}
+	return b, nil
+}
+
+// corrupt builds (and logs) the error for bad bytes at pos.
+func (s *Segment) corrupt(pos int64, cause error) error {
+	path := s.LogPath()
+	s.stats.corruptions.Add(1)
+	s.logger.Error("engine: corrupt data", "segment", path, "position", pos, "err", cause)
+	if errors.Is(cause, ErrCorrupt) {
+		return fmt.Errorf("engine: segment %s position %d: %w", path, pos, cause)
+	}
+	return fmt.Errorf("%w: segment %s position %d: %v", ErrCorrupt, path, pos, cause)
+}
+
+// batchHeader is what FindOffset and rebuilds need from a batch without
+// reading its records.
+type batchHeader struct {
+	baseOffset int64 // legacy: == lastOffset
+	lastOffset int64
+	maxTs      int64
+	size       int64
+	magic      int8
+	attributes int16
+}
+
+// Batch header prefix read by peekHeader (v2 layout, big-endian):
+//
+//	+--------------+----------+-------------+-------+--------+------------+-----------------+---------------+--------------+
+//	| baseOffset 8 | length 4 | leaderEp. 4 | magic | crc 4  | attrs 2    | lastOffsetDelta | baseTimestamp | maxTimestamp |
+//	| 0            | 8        | 12          | 16    | 17     | 21         | 23 (4)          | 27 (8)        | 35 (8)       |
+//	+--------------+----------+-------------+-------+--------+------------+-----------------+---------------+--------------+
+//
+// Legacy entries: offset 8 | size 4 | crc 4 | magic 1 (@16) | attrs 1 | [timestamp 8 (@18), v1 only].
+const peekSize = 43
+
+// peekHeader reads the header of the entry at pos (valid data ends at end).
+// It returns io.EOF at end and wraps ErrCorrupt for a bad header.
+func (s *Segment) peekHeader(pos, end int64) (batchHeader, error) {
+	if s.log == nil {
+		return batchHeader{}, io.EOF
+	}
+	h, n, err := peekAt(s.log, pos, end)
+	s.stats.bytesRead.Add(n)
+	return h, err
+}
+
+// peekAt reads the header of the entry at pos of r, whose valid data ends at
+// end; it also returns the bytes it read.
+func peekAt(r io.ReaderAt, pos, end int64) (batchHeader, int64, error) {
+	if pos >= end {
+		return batchHeader{}, 0, io.EOF
+	}
+	var buf [peekSize]byte
+	n := int64(peekSize)
+	if end-pos < n {
+		n = end - pos
+	}
+	if n < 17 {
+		return batchHeader{}, 0, fmt.Errorf("%w: %d trailing bytes at position %d", record.ErrTruncated, n, pos)
+	}
+	got, err := r.ReadAt(buf[:n], pos)
+	if int64(got) < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			return batchHeader{}, int64(got), fmt.Errorf("%w: short header at position %d", record.ErrTruncated, pos)
+		}
+		return batchHeader{}, int64(got), err
+	}
+	h, err := parsePeek(buf[:n], pos, end)
+	return h, n, err
+}
+
+func parsePeek(buf []byte, pos, end int64) (batchHeader, error) {
+	n := int64(len(buf))
+	h := batchHeader{
+		baseOffset: int64(binary.BigEndian.Uint64(buf[0:])),
+		size:       record.LogOverhead + int64(int32(binary.BigEndian.Uint32(buf[8:]))),
+		magic:      int8(buf[16]),
+		maxTs:      -1,
+	}
+	if h.size < record.LogOverhead+14 {
+		return batchHeader{}, fmt.Errorf("%w: position %d: entry size %d", record.ErrCorrupt, pos, h.size-record.LogOverhead)
+	}
+	if pos+h.size > end {
+		return batchHeader{}, fmt.Errorf("%w: position %d: entry of %d bytes past the end %d", record.ErrTruncated, pos, h.size, end)
+	}
+	switch {
+	case h.magic == 2:
+		if n < peekSize || h.size < record.HeaderSize {
+			return batchHeader{}, fmt.Errorf("%w: position %d: v2 batch of %d bytes", record.ErrCorrupt, pos, h.size)
+		}
+		h.attributes = int16(binary.BigEndian.Uint16(buf[21:]))
+		h.lastOffset = h.baseOffset + int64(int32(binary.BigEndian.Uint32(buf[23:])))
+		h.maxTs = int64(binary.BigEndian.Uint64(buf[35:]))
+	case h.magic == 1 || h.magic == 0:
+		h.lastOffset = h.baseOffset
+		h.attributes = int16(buf[17])
+		if h.magic == 1 && n >= 26 {
+			h.maxTs = int64(binary.BigEndian.Uint64(buf[18:]))
+		}
+	default:
+		return batchHeader{}, fmt.Errorf("%w: position %d: unknown magic %d", record.ErrCorrupt, pos, h.magic)
+	}
+	return h, nil
+}
+
+// FindOffset returns the position of the first batch whose last offset is
+// >= target, or Size() if there is none. It looks the target up in the
+// offset index and scans at most one index interval of batch headers.
+func (s *Segment) FindOffset(target int64) (int64, error) {
+	end := s.Size()
+	pos, err := s.indexPosition(target)
+	if err != nil {
+		return 0, err
+	}
+	for pos < end {
+		h, err := s.peekHeader(pos, end)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return 0, s.corrupt(pos, err)
+		}
+		if h.lastOffset >= target {
+			return pos, nil
+		}
+		pos += h.size
+	}
+	return end, nil
+}
+
+// indexPosition returns the offset-index position for target.
+func (s *Segment) indexPosition(target int64) (int64, error) {
+	if target <= s.base {
+		return 0, nil
+	}
+	if err := s.loadIndexes(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.oidx == nil {
+		return 0, nil
+	}
+	_, pos := s.mu.oidx.Lookup(target)
+	if pos > s.Size() {
+		pos = 0
+	}
+	return pos, nil
+}
+
+// FindTimestamp returns the offset of the first record whose timestamp is
+// >= ts, looking it up in the time index, then the offset index, then
+// scanning. ok is false when no record of the segment qualifies.
+func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
+	if err := s.loadIndexes(); err != nil {
+		return 0, false, err
+	}
+	startOffset := s.base
+	s.mu.RLock()
+	if s.mu.tidx != nil {
+		_, startOffset = s.mu.tidx.Lookup(ts)
+	}
+	s.mu.RUnlock()
+	pos, err := s.indexPosition(startOffset)
+	if err != nil {
+		return 0, false, err
+	}
+	end := s.Size()
+	var buf []byte
+	var recs []record.Record
+	for pos < end {
+		h, err := s.peekHeader(pos, end)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return 0, false, s.corrupt(pos, err)
+		}
+		if h.maxTs >= ts {
+			b, err := s.ReadBatch(pos, buf)
+			if err != nil {
+				return 0, false, err
+			}
+			buf = b.Raw
+			recs, err = b.Records(recs[:0])
+			if err != nil {
+				return 0, false, s.corrupt(pos, err)
+			}
+			for _, r := range recs {
+				if r.Timestamp >= ts {
+					return r.Offset, true, nil
+				}
+			}
+		}
+		pos += h.size
+	}
+	return 0, false, nil
+}
+
+// AbortedTxns returns the aborted transactions whose ABORT marker lies in
+// this segment.
+func (s *Segment) AbortedTxns() []index.AbortedTxn {
+	if err := s.loadIndexes(); err != nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.txn == nil {
+		return nil
+	}
+	return s.mu.txn.All()
+}
+
+// Retain adds a reference. It must be balanced by Release.
+func (s *Segment) Retain() { s.refs.Add(1) }
+
+// tryRetain adds a reference unless the segment is already closed.
+func (s *Segment) tryRetain() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference; the last one closes the files.
+func (s *Segment) Release() {
+	if n := s.refs.Add(-1); n == 0 {
+		if err := s.close(); err != nil {
+			s.logger.Warn("engine: closing segment", "segment", s.LogPath(), "err", err)
+		}
+	} else if n < 0 {
+		panic("engine: Segment.Release without Retain")
+	}
+}
+
+// close closes the log and index files.
+func (s *Segment) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	s.mu.closed = true
+	var errs []error
+	errs = append(errs, s.closeIndexesLocked())
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Segment) closeIndexesLocked() error {
+	var errs []error
+	if s.mu.oidx != nil {
+		errs = append(errs, s.mu.oidx.Close())
+		s.mu.oidx = nil
+	}
+	if s.mu.tidx != nil {
+		errs = append(errs, s.mu.tidx.Close())
+		s.mu.tidx = nil
+	}
+	if s.mu.txn != nil {
+		errs = append(errs, s.mu.txn.Close())
+		s.mu.txn = nil
+	}
+	s.mu.loaded = false
+	return errors.Join(errs...)
+}
+
+// loadIndexes opens a sealed segment's indexes on first use. Indexes that
+// are missing or fail their sanity check are rebuilt from the .log (in
+// memory on a read-only partition).
+func (s *Segment) loadIndexes() error {
+	s.mu.RLock()
+	loaded, closed := s.mu.loaded, s.mu.closed
+	s.mu.RUnlock()
+	if loaded {
+		return nil
+	}
+	if closed {
+		return fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.loaded {
+		return nil
+	}
+	if s.mu.closed {
+		return fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
+	}
+	err := s.openIndexesLocked(false)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	s.logger.Warn("engine: rebuilding index", "segment", s.mu.files.log, "reason", err)
+	_, err = s.rebuildLocked(false, nil)
+	return err
+}
+
+// openIndexesLocked opens the existing index files. writable opens them for
+// appends (the active segment): the index package preallocates them.
+func (s *Segment) openIndexesLocked(writable bool) error {
+	ifs := s.mu.idxFS
+	f := s.mu.files
+	if f.index == "" || f.timeIndex == "" {
+		if s.Size() > 0 {
+			return fmt.Errorf("engine: segment %d: index files missing: %w", s.base, fs.ErrNotExist)
+		}
+	}
+	if f.index == "" && !writable {
+		// An empty segment without indexes: nothing to look up.
+		s.mu.loaded = true
+		return nil
+	}
+	if f.index == "" {
+		base := filepath.Join(filepath.Dir(f.log), segmentName(s.base))
+		f.index, f.timeIndex = base+indexSuffix, base+timeIndexSuffix
+	}
+	if f.timeIndex == "" {
+		f.timeIndex = strings.TrimSuffix(f.index, indexSuffix) + timeIndexSuffix
+	}
+	oidx, err := index.OpenOffsetIndex(ifs, f.index, s.base, s.indexMax, writable)
+	if err != nil {
+		return err
+	}
+	tidx, err := index.OpenTimeIndex(ifs, f.timeIndex, s.base, s.indexMax, writable)
+	if err != nil {
+		oidx.Close()
+		return err
+	}
+	if err := errors.Join(oidx.SanityCheck(), tidx.SanityCheck()); err != nil {
+		oidx.Close()
+		tidx.Close()
+		return err
+	}
+	var txn *index.TxnIndex
+	if f.txnIndex != "" {
+		txn, err = index.OpenTxnIndex(ifs, f.txnIndex)
+		if err != nil {
+			oidx.Close()
+			tidx.Close()
+			return err
+		}
+		for _, t := range txn.All() {
+			if t.LastOffset < s.base {
+				oidx.Close()
+				tidx.Close()
+				txn.Close()
+				return fmt.Errorf("engine: segment %d: txn index entry below base: %w", s.base, index.ErrCorruptIndex)
+			}
+		}
+	}
+	s.mu.files = f
+	s.mu.oidx, s.mu.tidx, s.mu.txn = oidx, tidx, txn
+	s.mu.loaded = true
+	s.mu.writable = writable
+	return nil
+}
+
+// txnPathLocked returns where the txn index lives or would be created.
+func (s *Segment) txnPathLocked() string {
+	if s.mu.files.txnIndex != "" {
+		return s.mu.files.txnIndex
+	}
+	base := s.mu.files.index
+	if base == "" {
+		base = filepath.Join(filepath.Dir(s.mu.files.log), segmentName(s.base)) + indexSuffix
+	}
+	return strings.TrimSuffix(base, indexSuffix) + txnIndexSuffix
+}
+
+// appendAbortedTxn records an aborted transaction whose marker is in this segment.
+func (s *Segment) appendAbortedTxn(t index.AbortedTxn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.txn == nil {
+		p := s.txnPathLocked()
+		txn, err := index.OpenTxnIndex(s.mu.idxFS, p)
+		if err != nil {
+			return err
+		}
+		s.mu.txn = txn
+		s.mu.files.txnIndex = p
+	}
+	return s.mu.txn.Append(t)
+}
+
+// openSegmentFile opens (or creates) a .log file.
+func openLogFile(fsys vfs.FS, path string, readOnly, create bool) (vfs.File, error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	} else if create {
+		flag |= os.O_CREATE
+	}
+	return fsys.OpenFile(path, flag, 0o644)
+}
