@@ -237,8 +237,14 @@ func ReadAt(r io.ReaderAt, pos, end int64, buf []byte) (Batch, error) {
 	if end-pos < headerUpToMagic {
 		return Batch{}, fmt.Errorf("%w: %d bytes at position %d, need %d", ErrTruncated, end-pos, pos, headerUpToMagic)
 	}
-	var hdr [headerUpToMagic]byte
-	if err := readFull(r, hdr[:], pos); err != nil {
+	// The header is read into buf when it can hold it (no allocation).
+	var hdr []byte
+	if cap(buf) >= headerUpToMagic {
+		hdr = buf[:headerUpToMagic]
+	} else {
+		hdr = make([]byte, headerUpToMagic)
+	}
+	if err := readFull(r, hdr, pos); err != nil {
 		return Batch{}, err
 	}
 	size := int64(int32(binary.BigEndian.Uint32(hdr[offLength:])))
@@ -251,15 +257,15 @@ func ReadAt(r io.ReaderAt, pos, end int64, buf []byte) (Batch, error) {
 	}
 	if m := int8(hdr[offMagic]); m < 0 || m > 2 {
 		return Batch{}, fmt.Errorf("%w: position %d offset %d: unknown magic %d", ErrCorrupt, pos,
-			int64(binary.BigEndian.Uint64(hdr[:])), m)
+			int64(binary.BigEndian.Uint64(hdr)), m)
 	}
 	var raw []byte
 	if int64(cap(buf)) >= total {
-		raw = buf[:total]
+		raw = buf[:total] // the header is already in place
 	} else {
 		raw = make([]byte, total)
+		copy(raw, hdr)
 	}
-	copy(raw, hdr[:])
 	if err := readFull(r, raw[headerUpToMagic:], pos+headerUpToMagic); err != nil {
 		return Batch{}, err
 	}

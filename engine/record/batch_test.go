@@ -226,6 +226,13 @@ func TestReadAtReusesBuffer(t *testing.T) {
 	b, err := ReadAt(bytes.NewReader(one), 0, int64(len(one)), buf)
 	require.NoError(t, err)
 	assert.Equal(t, &buf[:1][0], &b.Raw[0], "Raw lives in buf")
+	r := bytes.NewReader(one)
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := ReadAt(r, 0, int64(len(one)), buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "no allocation when buf is large enough")
 	small := make([]byte, 0, 10)
 	b, err = ReadAt(bytes.NewReader(one), 0, int64(len(one)), small)
 	require.NoError(t, err)
