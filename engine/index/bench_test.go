@@ -29,16 +29,24 @@ func BenchmarkOffsetIndexLookup(b *testing.B) {
 				}
 			}
 			n := int64(x.Entries())
-			r := rand.New(rand.NewPCG(1, 2))
-			b.SetBytes(OffsetEntrySize)
-			b.ReportMetric(float64(n), "entries")
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t := r.Int64N(n * 3)
-				off, _ := x.Lookup(t)
-				if off > t {
-					b.Fatal("lookup above target")
-				}
+			for _, mode := range []string{"random", "tail"} {
+				b.Run(mode, func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 2))
+					lo := int64(0)
+					if mode == "tail" {
+						lo = (n - 500) * 3 // tailing readers: within the warm section
+					}
+					b.SetBytes(OffsetEntrySize)
+					b.ReportMetric(float64(n), "entries")
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						t := lo + r.Int64N(n*3-lo)
+						off, _ := x.Lookup(t)
+						if off > t {
+							b.Fatal("lookup above target")
+						}
+					}
+				})
 			}
 		})
 	}

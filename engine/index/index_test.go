@@ -583,3 +583,39 @@ func TestIndexCrashAtEveryOp(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupMatchesLinearScan checks the binary search (warm tail included)
+// against a linear scan on indexes larger than the warm section.
+func TestLookupMatchesLinearScan(t *testing.T) {
+	fs := vfs.NewMem()
+	x, err := OpenOffsetIndex(fs, "/0.index", 1000, 8*5000, true)
+	require.NoError(t, err)
+	ti, err := OpenTimeIndex(fs, "/0.timeindex", 1000, 12*5000, true)
+	require.NoError(t, err)
+	var offs, tss []int64
+	for i := int64(1); i < 4000; i++ {
+		off := 1000 + i*3
+		require.NoError(t, x.Append(off, i*100))
+		require.NoError(t, ti.MaybeAppend(i*7, off, false))
+		offs = append(offs, off)
+		tss = append(tss, i*7)
+	}
+	want, k := int64(1000), 0
+	for target := int64(900); target < 1000+4000*3+10; target++ {
+		for k < len(offs) && offs[k] <= target { // targets increase: advance the scan
+			want = offs[k]
+			k++
+		}
+		got, _ := x.Lookup(target)
+		require.Equal(t, want, got, "offset lookup %d", target)
+	}
+	want, k = -1, 0
+	for target := int64(-5); target < 4000*7+10; target++ {
+		for k < len(tss) && tss[k] <= target {
+			want = tss[k]
+			k++
+		}
+		got, _ := ti.Lookup(target)
+		require.Equal(t, want, got, "time lookup %d", target)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -135,13 +134,34 @@ func (x *OffsetIndex) Lookup(target int64) (offset, pos int64) {
 	return x.ef.base + int64(rel), int64(p)
 }
 
+// warmEntries is how many tail entries Kafka's "warm section" covers
+// (8192 bytes): lookups near the end, the common case for tailing readers,
+// touch only the last pages of the index.
+const warmBytes = 8192
+
 // search returns the index of the largest entry with offset <= target, or -1.
+// Binary search over the warm tail first when the target lies in it.
 func (x *OffsetIndex) search(n int, view []byte, target int64) int {
-	// First entry with offset > target, minus one.
-	return sort.Search(n, func(i int) bool {
-		rel, _ := decodeOffsetEntry(x.ef.entry(view, i))
-		return x.ef.base+int64(rel) > target
-	}) - 1
+	rel := target - x.ef.base
+	if rel < 0 || n == 0 {
+		return -1
+	}
+	relAt := func(i int) int64 {
+		return int64(int32(binary.BigEndian.Uint32(view[i*OffsetEntrySize:])))
+	}
+	lo, hi := 0, n // answer in [lo-1, hi-1]: first entry > rel lies in [lo, hi]
+	if warm := n - 1 - warmBytes/OffsetEntrySize; warm > 0 && relAt(warm) <= rel {
+		lo = warm + 1
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if relAt(mid) > rel {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo - 1
 }
 
 // TruncateTo drops every entry with offset >= offset. On a heap-backed

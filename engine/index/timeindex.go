@@ -138,10 +138,20 @@ func (x *TimeIndex) MaybeAppend(ts, offset int64, skipFull bool) error {
 // if there is none. O(log n).
 func (x *TimeIndex) Lookup(target int64) (timestamp, offset int64) {
 	n, view := x.ef.snapshot()
-	i := sort.Search(n, func(i int) bool {
-		ts, _ := decodeTimeEntry(x.ef.entry(view, i))
-		return ts > target
-	}) - 1
+	tsAt := func(i int) int64 { return int64(binary.BigEndian.Uint64(view[i*TimeEntrySize:])) }
+	lo, hi := 0, n
+	if warm := n - 1 - warmBytes/TimeEntrySize; warm > 0 && tsAt(warm) <= target {
+		lo = warm + 1
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if tsAt(mid) > target {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	i := lo - 1
 	if i < 0 {
 		return -1, x.ef.base
 	}
