@@ -29,6 +29,7 @@ type entryFile struct {
 	mm       []byte      // the mapping (len == capacity*entrySize)
 	capacity int         // max entries the file may hold
 	fileSize int64       // current file length (writer-owned)
+	reserved int64       // mmap mode: bytes [0, reserved) have disk blocks (vfs.Allocate)
 	openLen  int64       // file length when opened, for SanityCheck
 	openErr  error       // an out-of-order entry found while opening
 	closed   bool
@@ -193,8 +194,27 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 			clear(mm[off:end])
 		}
 	}
+	x.reserved = int64(n * es)
 	x.view.Store(&mm)
 	x.n.Store(int64(n))
+	return nil
+}
+
+// reserveChunk is how much disk a mapped index reserves at a time.
+const reserveChunk = 64 << 10
+
+// reserve makes sure the blocks under [0, end) exist before a store through
+// the mapping touches them: a store into a hole on a full disk is a SIGBUS,
+// a failed fallocate is an ENOSPC error.
+func (x *entryFile) reserve(end int64) error {
+	if end <= x.reserved {
+		return nil
+	}
+	upto := min((end+reserveChunk-1)/reserveChunk*reserveChunk, x.fileSize)
+	if err := vfs.Allocate(x.f, x.reserved, upto-x.reserved); err != nil {
+		return fmt.Errorf("index: reserve %s: %w", x.path, err)
+	}
+	x.reserved = upto
 	return nil
 }
 
@@ -235,6 +255,9 @@ func (x *entryFile) put(e []byte) error {
 				return fmt.Errorf("index: expand %s: %w", x.path, err)
 			}
 			x.fileSize = int64(x.capacity * es)
+		}
+		if err := x.reserve(int64((n + 1) * es)); err != nil {
+			return err
 		}
 		copy(x.mm[n*es:], e)
 		x.n.Store(int64(n + 1))
@@ -313,6 +336,7 @@ func (x *entryFile) trim() error {
 		return fmt.Errorf("index: trim %s: %w", x.path, err)
 	}
 	x.fileSize = want
+	x.reserved = min(x.reserved, want)
 	return nil
 }
 

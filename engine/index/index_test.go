@@ -619,3 +619,19 @@ func TestLookupMatchesLinearScan(t *testing.T) {
 		require.Equal(t, want, got, "time lookup %d", target)
 	}
 }
+
+// TestMappedIndexReservesBlocks: before storing through the mapping the
+// index reserves disk blocks, so a full disk yields ENOSPC, not SIGBUS.
+func TestMappedIndexReservesBlocks(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.index")
+	x, err := OpenOffsetIndex(vfs.OS, p, 0, 10<<20, true)
+	require.NoError(t, err)
+	defer x.Close()
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(p, &st))
+	assert.Less(t, st.Blocks*512, int64(64<<10), "preallocation is sparse")
+	require.NoError(t, x.Append(1, 10))
+	require.NoError(t, syscall.Stat(p, &st))
+	assert.GreaterOrEqual(t, st.Blocks*512, int64(64<<10))
+	assert.Less(t, st.Blocks*512, int64(1<<20), "reserved in chunks, not all 10 MiB")
+}

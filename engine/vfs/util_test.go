@@ -65,3 +65,25 @@ func TestWriteFileAtomic(t *testing.T) {
 		assert.Contains(t, []string{"old-content", "new"}, string(got), "crash at %d", i)
 	}
 }
+
+func TestAllocate(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sparse")
+	f, err := OS.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Truncate(1<<20))
+	blocks := func() int64 {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(p, &st))
+		return st.Blocks * 512
+	}
+	before := blocks()
+	require.NoError(t, Allocate(f, 0, 64<<10))
+	assert.GreaterOrEqual(t, blocks()-before, int64(64<<10), "blocks reserved")
+	sz, err := f.Size()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), sz, "size unchanged")
+	mf, err := NewMem().OpenFile("/x", os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	assert.NoError(t, Allocate(mf, 0, 100), "no-op on MemFS")
+}

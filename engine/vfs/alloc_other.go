@@ -1,0 +1,6 @@
+//go:build !linux
+
+package vfs
+
+// Allocate is a no-op where fallocate does not exist.
+func Allocate(f File, off, n int64) error { return nil }
