@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 
 	kgzip "github.com/klauspost/compress/gzip"
@@ -297,4 +298,24 @@ func TestKlauspostGzipReaderPoolReuse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ok", string(got))
 	assert.False(t, errors.Is(err, ErrCorrupt))
+}
+
+// TestLZ4TinyBlocksDoNotAllocatePerBlock guards against allocating the BD
+// maximum (up to 4 MiB) for every block of a stream of tiny blocks.
+func TestLZ4TinyBlocksDoNotAllocatePerBlock(t *testing.T) {
+	const blocks = 5000
+	frame := []byte{0x04, 0x22, 0x4D, 0x18, 0x60, 0x70, 0}
+	frame[6] = byte(xxh32(frame[4:6], 0) >> 8)
+	for i := 0; i < blocks; i++ {
+		frame = append(frame, 2, 0, 0, 0, 0x10, 'a') // one literal
+	}
+	frame = append(frame, 0, 0, 0, 0)
+	var got []byte
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := unlz4(frame, decompressLimit(len(frame)), false)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Equal(t, bytes.Repeat([]byte("a"), blocks), got)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "allocated bytes")
 }

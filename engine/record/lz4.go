@@ -138,18 +138,33 @@ func unlz4(src []byte, limit int, skipHC bool) ([]byte, error) {
 			continue
 		}
 		room := min(maxBlock, limit-len(out))
-		out = grow(out, room)
-		l := len(out)
-		k, err := lz4.UncompressBlock(blk, out[l:l+room])
-		if err != nil {
+		var err error
+		if out, err = lz4Block(out, blk, room); err != nil {
 			if room < maxBlock {
 				return nil, errTooLarge(LZ4, len(src), limit)
 			}
 			return nil, fmt.Errorf("%w: lz4: %w", ErrCorrupt, err)
 		}
-		out = out[:l+k]
 	}
 	return out, nil
+}
+
+// lz4Block appends the decompression of blk (at most room bytes) to out. It
+// decodes in place when out has room, else through a pooled scratch buffer
+// so that out only grows by what the block really holds (a stream of tiny
+// blocks must not allocate room bytes per block).
+func lz4Block(out, blk []byte, room int) ([]byte, error) {
+	if l := len(out); cap(out)-l >= room {
+		k, err := lz4.UncompressBlock(blk, out[l:l+room])
+		return out[:l+k], err
+	}
+	sp := getScratch(room)
+	k, err := lz4.UncompressBlock(blk, (*sp)[:room])
+	if err == nil {
+		out = append(out, (*sp)[:k]...)
+	}
+	putScratch(sp)
+	return out, err
 }
 
 // XXH32 (part of the LZ4 frame format), little-endian input words.
