@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,3 +94,8 @@ func seq(from, to int64) []int64 {
 	}
 	return out
 }
+
+var (
+	errNotExist = os.ErrNotExist
+	enospc      = syscall.ENOSPC
+)

@@ -64,7 +64,8 @@ func checkIndexes(t *testing.T, p *Partition) {
 	for _, r := range readAll(t, p) {
 		present[r.Offset] = true
 	}
-	for o := snap.LogStartOffset; o < snap.LogEndOffset; o++ {
+	step := max(1, (snap.LogEndOffset-snap.LogStartOffset)/300) // bounded cost on big logs
+	for o := snap.LogStartOffset; o < snap.LogEndOffset; o += step {
 		s := snap.Segments[snap.SegmentFor(o)]
 		pos, err := s.FindOffset(o)
 		require.NoError(t, err)
