@@ -327,3 +327,22 @@ func updateCRC(raw []byte) {
 	}
 	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:n], castagnoli))
 }
+
+// IncrementSequence adds inc to a producer sequence number, wrapping past
+// MaxInt32 back to 0 as Kafka's DefaultRecordBatch.incrementSequence does.
+func IncrementSequence(seq, inc int32) int32 {
+	if seq > math.MaxInt32-inc {
+		return inc - (math.MaxInt32 - seq) - 1
+	}
+	return seq + inc
+}
+
+// LastSequence is the sequence of the batch's last offset: BaseSequence +
+// LastOffsetDelta (wrapping), or -1 when BaseSequence is -1 or for legacy
+// entries.
+func (b *Batch) LastSequence() int32 {
+	if b.Magic < 2 || b.BaseSequence == -1 {
+		return -1
+	}
+	return IncrementSequence(b.BaseSequence, b.LastOffsetDelta)
+}

@@ -177,3 +177,19 @@ func TestControlBatches(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ControlLeaderChange, typ)
 }
+
+func TestSequences(t *testing.T) {
+	assert.Equal(t, int32(10), IncrementSequence(7, 3))
+	assert.Equal(t, int32(math.MaxInt32), IncrementSequence(math.MaxInt32-3, 3))
+	assert.Equal(t, int32(0), IncrementSequence(math.MaxInt32, 1))
+	assert.Equal(t, int32(2), IncrementSequence(math.MaxInt32-1, 4))
+	b := Batch{Magic: 2, BaseSequence: 5, LastOffsetDelta: 9}
+	assert.Equal(t, int32(14), b.LastSequence())
+	b.BaseSequence = -1
+	assert.Equal(t, int32(-1), b.LastSequence())
+	b = Batch{Magic: 1, BaseSequence: 5}
+	assert.Equal(t, int32(-1), b.LastSequence())
+	// Broker-written __consumer_offsets batches: pid -1 but baseSequence 0.
+	cb := Batch{Magic: 2, ProducerID: -1, BaseSequence: 0, LastOffsetDelta: 2}
+	assert.Equal(t, int32(2), cb.LastSequence())
+}
