@@ -33,6 +33,9 @@ const (
 	mCleanerRuns      = "topicfs_cleaner_runs_total"
 	mRetentionSegs    = "topicfs_retention_deleted_segments_total"
 	mRetentionBytes   = "topicfs_retention_deleted_bytes_total"
+	mFlushes          = "topicfs_flushes_total"
+	mRolls            = "topicfs_segment_rolls_total"
+	mCorruptions      = "topicfs_corrupt_batches_total"
 	mFuseOpDuration   = "topicfs_fuse_op_duration_seconds"
 	mTopics           = "topicfs_topics"
 	mPartitionLabels  = "partition"
@@ -48,6 +51,7 @@ type logDirCollector struct {
 
 	size, start, end, segments            *prometheus.Desc
 	appendRecords, appendBytes, readBytes *prometheus.Desc
+	flushes, rolls, corruptions           *prometheus.Desc
 	dirtyRatio, cleanerRuns               *prometheus.Desc
 	retSegments, retBytes                 *prometheus.Desc
 	topics                                *prometheus.Desc
@@ -66,6 +70,9 @@ func newLogDirCollector(d *engine.LogDir, state func(string, int) (policies.Part
 		appendRecords: desc(mAppendRecords, "Records appended to the partition since the mount started."),
 		appendBytes:   desc(mAppendBytes, "Bytes of record batches appended to the partition since the mount started."),
 		readBytes:     desc(mReadBytes, "Bytes read from the partition's segments since the mount started."),
+		flushes:       desc(mFlushes, "fsyncs of the partition's log since the mount started."),
+		rolls:         desc(mRolls, "Segment rolls (a new active segment) since the mount started."),
+		corruptions:   desc(mCorruptions, "Corrupt record batches readers found (each also logged, naming segment and position)."),
 		dirtyRatio:    desc(mDirtyRatio, "Dirty ratio the log cleaner last computed: uncleaned bytes / (cleaned + uncleaned)."),
 		cleanerRuns:   desc(mCleanerRuns, "Log cleaner (compaction) runs completed on the partition since the mount started."),
 		retSegments:   desc(mRetentionSegs, "Segments deleted by retention since the mount started."),
@@ -76,7 +83,7 @@ func newLogDirCollector(d *engine.LogDir, state func(string, int) (policies.Part
 
 func (c *logDirCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.size, c.start, c.end, c.segments, c.appendRecords, c.appendBytes,
-		c.readBytes, c.dirtyRatio, c.cleanerRuns, c.retSegments, c.retBytes, c.topics} {
+		c.readBytes, c.flushes, c.rolls, c.corruptions, c.dirtyRatio, c.cleanerRuns, c.retSegments, c.retBytes, c.topics} {
 		ch <- d
 	}
 }
@@ -101,9 +108,12 @@ func (c *logDirCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.start, float64(p.LogStartOffset()))
 		gauge(c.end, float64(p.LogEndOffset()))
 		st := p.Stats()
-		counter(c.appendRecords, float64(st.AppendedRecords))
-		counter(c.appendBytes, float64(st.AppendedBytes))
-		counter(c.readBytes, float64(st.ReadBytes))
+		counter(c.appendRecords, float64(st.RecordsAppended))
+		counter(c.appendBytes, float64(st.BytesAppended))
+		counter(c.readBytes, float64(st.BytesRead))
+		counter(c.flushes, float64(st.Flushes))
+		counter(c.rolls, float64(st.Rolls))
+		counter(c.corruptions, float64(st.Corruptions))
 		if c.state == nil {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -77,6 +78,21 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	default:
 		return e.usageErr(cmd, "want one MOUNTPOINT, got %d arguments: %q", len(args), args)
 	}
+	// Catch signals from the start: a SIGTERM while the data directory is
+	// still being recovered must still end in a clean close.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	interrupted := func() bool {
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(e.stderr, "topicfs: %s before the mount was ready: closing without mounting\n", sig)
+			return true
+		default:
+			return false
+		}
+	}
+
 	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return e.usageErr(cmd, "%v", err)
@@ -144,6 +160,10 @@ func runMount(o *mountOptions, args []string, e *env) int {
 			logger.Error("closing data directory", "data", dataDir, "err", err)
 		}
 	}
+	if interrupted() {
+		closeEngine()
+		return exitOK
+	}
 
 	var ms *metricsServer
 	if o.metricsAddr != "" {
@@ -168,9 +188,6 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		return e.fail(cmd, "cannot mount %s: %v", mnt, mountErr(err))
 	}
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 
@@ -231,6 +248,9 @@ func mountErr(err error) error {
 		return fmt.Errorf("mountpoint busy: %v", err)
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%v (mounting needs root or CAP_SYS_ADMIN, and read/write access to /dev/fuse)", err)
+	case strings.Contains(err.Error(), "fusermount"):
+		// go-fuse falls back to fusermount when mount(2) fails.
+		return fmt.Errorf("%v (topicfs mounts with mount(2) directly, which needs root or CAP_SYS_ADMIN; fusermount is not used)", err)
 	case errors.Is(err, syscall.ENODEV), errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%v (is the fuse kernel module loaded? modprobe fuse; /dev/fuse must exist)", err)
 	}
