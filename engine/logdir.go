@@ -1,0 +1,1001 @@
+package engine
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// Files in the root of a data directory. The checkpoint names and the lock and
+// clean-shutdown names are Kafka's (part of the format); the two topicfs-*
+// files are ours and Kafka ignores them.
+const (
+	// RecoveryPointCheckpointFile maps each partition to the offset below
+	// which everything is fsynced (version 0, "topic partition offset" lines).
+	RecoveryPointCheckpointFile = "recovery-point-offset-checkpoint"
+	// LogStartOffsetCheckpointFile maps each partition to its log start offset.
+	LogStartOffsetCheckpointFile = "log-start-offset-checkpoint"
+	// CleanerOffsetCheckpointFile maps each compacted partition to its first
+	// dirty offset.
+	CleanerOffsetCheckpointFile = "cleaner-offset-checkpoint"
+	// LockFile is the file Kafka (and topicfs) flock while a data directory is
+	// in use.
+	LockFile = ".lock"
+	// KafkaCleanShutdownFile is the marker a Kafka broker leaves on a clean
+	// shutdown (empty before Kafka 3.7, JSON after). Only its presence counts.
+	KafkaCleanShutdownFile = ".kafka_cleanshutdown"
+	// CleanShutdownFile is topicfs's own clean-shutdown marker.
+	CleanShutdownFile = "topicfs-clean-shutdown"
+	// TopicsConfigFile persists per-topic config overrides altered at run time.
+	TopicsConfigFile = "topicfs-topics.json"
+	// MetadataTopic is KRaft's metadata log; Kafka loads it separately and it
+	// is not shown as a topic.
+	MetadataTopic = "__cluster_metadata"
+)
+
+// maxTopicNameLen is Kafka's limit (Topic.MAX_NAME_LENGTH): the directory name
+// <topic>-<partition> must fit in 255 bytes with room for a partition number.
+const maxTopicNameLen = 249
+
+// specialDirRe matches Kafka's renamed partition directories,
+// <topic>-<partition>.<uuid>-{delete,future,stray}
+// (UnifiedLog.parseTopicPartitionName).
+var specialDirRe = regexp.MustCompile(`^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$`)
+
+// LogDirOptions configures OpenLogDir. The zero value means built-in defaults,
+// read-write, slog.Default() and time.Now.
+type LogDirOptions struct {
+	Defaults  Config                       // zero value = DefaultConfig()
+	Overrides map[string]map[string]string // [topics.NAME] tables from mount.toml
+	ReadOnly  bool                         // take no lock, write nothing, recover in memory
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// LogDir is a data directory: one directory per topic partition, named
+// <topic>-<partition>, plus Kafka's checkpoint files in the root.
+//
+// All methods are safe for concurrent use. Lookups (Topics, Topic, Partitions)
+// take a read lock over the topic map only, never held across disk I/O; the
+// administrative operations (CreateTopic, DeleteTopic, AlterConfig,
+// AddPartitions, Checkpoint, Close) are serialized by a separate mutex that is
+// held across their I/O.
+type LogDir struct {
+	fs       vfs.FS
+	path     string
+	defaults Config
+	over     map[string]map[string]string
+	readOnly bool
+	log      *slog.Logger
+	now      func() time.Time
+	unlock   io.Closer // nil when read-only
+
+	// admin serializes administrative operations and the persisted config.
+	admin     sync.Mutex
+	persisted map[string]map[string]string // protected by admin
+
+	mu struct {
+		sync.RWMutex
+		topics map[string]*Topic
+		closed bool
+	}
+
+	bg sync.WaitGroup // background removal of -delete directories
+}
+
+// OpenLogDir opens the data directory at path, discovering every <topic>-<p>
+// directory and opening it with OpenPartition, in parallel.
+//
+// Read-write (the default) creates path if missing and takes an exclusive
+// lock on path/.lock first (ErrLocked if another topicfs or a Kafka broker
+// holds it). Partitions recover unless the directory was shut down cleanly
+// (topicfs-clean-shutdown or Kafka's .kafka_cleanshutdown present); both
+// markers are then removed, so a crash is detected on the next open.
+// Leftover <topic>-<p>.<uuid>-delete directories are removed in the background.
+//
+// ReadOnly takes no lock and writes nothing: partitions recover in memory.
+func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
+	d := &LogDir{
+		fs:       fsys,
+		path:     filepath.Clean(path),
+		defaults: opts.Defaults,
+		over:     opts.Overrides,
+		readOnly: opts.ReadOnly,
+		log:      opts.Logger,
+		now:      opts.Now,
+	}
+	if reflect.ValueOf(d.defaults).IsZero() {
+		d.defaults = DefaultConfig()
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	d.mu.topics = make(map[string]*Topic)
+	for name, kv := range d.over {
+		if _, err := d.defaults.Apply(kv); err != nil {
+			return nil, fmt.Errorf("[topics.%s]: %w", name, err)
+		}
+		for k := range kv {
+			if !IsTopicSetting(k) {
+				return nil, fmt.Errorf("%w: [topics.%s]: %s is a mount-wide setting", ErrInvalidConfig, name, k)
+			}
+		}
+	}
+
+	if !d.readOnly {
+		if err := fsys.MkdirAll(d.path, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: create data dir: %w", err)
+		}
+		lk, err := LockDir(fsys, d.path)
+		if err != nil {
+			return nil, err
+		}
+		d.unlock = lk
+	}
+	if err := d.load(); err != nil {
+		if d.unlock != nil {
+			_ = d.unlock.Close()
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// load discovers and opens every partition. On error it closes what it opened.
+func (d *LogDir) load() error {
+	persisted, err := d.readTopicsFile()
+	if err != nil {
+		return err
+	}
+	d.persisted = persisted
+
+	entries, err := d.fs.ReadDir(d.path)
+	if err != nil {
+		return fmt.Errorf("engine: read data dir: %w", err)
+	}
+	clean := false
+	var found []TopicPartition
+	var leftovers []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() {
+			if name == CleanShutdownFile || name == KafkaCleanShutdownFile {
+				clean = true
+			}
+			continue
+		}
+		if m := specialDirRe.FindStringSubmatch(name); m != nil {
+			if m[4] == "delete" {
+				leftovers = append(leftovers, name)
+			}
+			d.log.Debug("skipping special partition directory", "dir", name)
+			continue
+		}
+		tp, ok := ParsePartitionDir(name)
+		if !ok {
+			if tp.Topic != MetadataTopic {
+				d.log.Debug("skipping non-partition directory", "dir", name)
+			}
+			continue
+		}
+		found = append(found, tp)
+	}
+
+	recovery := d.readCheckpoint(RecoveryPointCheckpointFile)
+	logStart := d.readCheckpoint(LogStartOffsetCheckpointFile)
+	cleaner := d.readCheckpoint(CleanerOffsetCheckpointFile)
+
+	// One config per topic, computed once.
+	cfgs := make(map[string]Config)
+	for _, tp := range found {
+		if _, ok := cfgs[tp.Topic]; !ok {
+			c, err := d.topicConfig(tp.Topic)
+			if err != nil {
+				return err
+			}
+			cfgs[tp.Topic] = c
+		}
+	}
+
+	parts := make([]*Partition, len(found))
+	errs := make([]error, len(found))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, tp := range found {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			parts[i], errs[i] = OpenPartition(d.fs, d.partitionDir(tp.Topic, tp.Partition), tp.Topic, tp.Partition, PartitionOptions{
+				Config:         cfgs[tp.Topic],
+				RecoveryPoint:  offsetOr(recovery, tp),
+				LogStartOffset: offsetOr(logStart, tp),
+				FirstDirty:     offsetOr(cleaner, tp),
+				CleanShutdown:  clean,
+				ReadOnly:       d.readOnly,
+				Logger:         d.log,
+				Now:            d.now,
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range parts {
+			if p != nil {
+				_ = p.Close()
+			}
+		}
+		return fmt.Errorf("engine: open data dir %s: %w", d.path, err)
+	}
+
+	for i, tp := range found {
+		t := d.mu.topics[tp.Topic]
+		if t == nil {
+			t = &Topic{d: d, name: tp.Topic}
+			t.mu.cfg = cfgs[tp.Topic]
+			d.mu.topics[tp.Topic] = t
+		}
+		t.mu.parts = append(t.mu.parts, parts[i])
+	}
+	for _, t := range d.mu.topics {
+		slices.SortFunc(t.mu.parts, func(a, b *Partition) int { return cmp.Compare(a.ID(), b.ID()) })
+	}
+	d.log.Info("opened data dir", "path", d.path, "topics", len(d.mu.topics), "partitions", len(found),
+		"clean_shutdown", clean, "read_only", d.readOnly)
+
+	if d.readOnly {
+		return nil
+	}
+	// From here on a crash must be detected: drop the clean-shutdown markers.
+	removed := false
+	for _, m := range []string{CleanShutdownFile, KafkaCleanShutdownFile} {
+		err := d.fs.Remove(filepath.Join(d.path, m))
+		if err == nil {
+			removed = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			d.closePartitions()
+			return fmt.Errorf("engine: remove clean-shutdown marker: %w", err)
+		}
+	}
+	if removed {
+		if err := d.fs.SyncDir(d.path); err != nil {
+			d.closePartitions()
+			return fmt.Errorf("engine: sync data dir: %w", err)
+		}
+	}
+	for _, name := range leftovers {
+		d.removeInBackground(filepath.Join(d.path, name))
+	}
+	return nil
+}
+
+func (d *LogDir) closePartitions() {
+	for _, t := range d.mu.topics {
+		for _, p := range t.mu.parts {
+			_ = p.Close()
+		}
+	}
+}
+
+// readCheckpoint reads a root checkpoint file. Like Kafka's LogManager, a file
+// that cannot be parsed is logged and treated as empty, which makes every
+// partition recover from its start.
+func (d *LogDir) readCheckpoint(name string) map[TopicPartition]int64 {
+	m, err := ReadCheckpoint(d.fs, filepath.Join(d.path, name))
+	if err != nil {
+		d.log.Warn("ignoring unreadable checkpoint file", "file", name, "err", err)
+		return nil
+	}
+	return m
+}
+
+func offsetOr(m map[TopicPartition]int64, tp TopicPartition) int64 {
+	if v, ok := m[tp]; ok {
+		return v
+	}
+	return -1
+}
+
+// ParsePartitionDir parses a partition directory name, <topic>-<partition>,
+// splitting on the last '-'. ok is false for anything that is not a live
+// topic partition: no '-', a partition that is not a canonical non-negative
+// decimal, an invalid topic name, Kafka's -delete/-future/-stray directories,
+// and the KRaft metadata topic (whose TopicPartition is still returned so a
+// caller can tell it apart).
+func ParsePartitionDir(name string) (TopicPartition, bool) {
+	if specialDirRe.MatchString(name) {
+		return TopicPartition{}, false
+	}
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || i == len(name)-1 {
+		return TopicPartition{}, false
+	}
+	topic, ps := name[:i], name[i+1:]
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || strconv.Itoa(p) != ps {
+		return TopicPartition{}, false
+	}
+	tp := TopicPartition{Topic: topic, Partition: p}
+	if ValidTopicName(topic) != nil || topic == MetadataTopic {
+		return tp, false
+	}
+	return tp, true
+}
+
+// ValidTopicName applies Kafka's rule: 1 to 249 characters of [a-zA-Z0-9._-],
+// and not "." or "..". The error wraps ErrInvalidTopic.
+func ValidTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Errorf("%w: %d characters, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q contains %q; only [a-zA-Z0-9._-] are allowed", ErrInvalidTopic, name, c)
+		}
+	}
+	return nil
+}
+
+// Path returns the data directory.
+func (d *LogDir) Path() string { return d.path }
+
+// ReadOnly reports whether the directory was opened read-only.
+func (d *LogDir) ReadOnly() bool { return d.readOnly }
+
+// Topics returns every topic, sorted by name.
+func (d *LogDir) Topics() []*Topic {
+	d.mu.RLock()
+	ts := make([]*Topic, 0, len(d.mu.topics))
+	for _, t := range d.mu.topics {
+		ts = append(ts, t)
+	}
+	d.mu.RUnlock()
+	slices.SortFunc(ts, func(a, b *Topic) int { return cmp.Compare(a.name, b.name) })
+	return ts
+}
+
+// Topic returns the named topic or an error wrapping ErrUnknownTopic.
+func (d *LogDir) Topic(name string) (*Topic, error) {
+	d.mu.RLock()
+	t := d.mu.topics[name]
+	d.mu.RUnlock()
+	if t == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+// Partitions returns every partition of every topic, by topic name then id.
+func (d *LogDir) Partitions() []*Partition {
+	var ps []*Partition
+	for _, t := range d.Topics() {
+		ps = append(ps, t.Partitions()...)
+	}
+	return ps
+}
+
+// writable reports ErrClosed or ErrReadOnly. Callers hold d.admin.
+func (d *LogDir) writable() error {
+	d.mu.RLock()
+	closed := d.mu.closed
+	d.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if d.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+func (d *LogDir) partitionDir(topic string, p int) string {
+	return filepath.Join(d.path, topic+"-"+strconv.Itoa(p))
+}
+
+// CreateTopic creates a topic with partitions 0..n-1: it creates and syncs the
+// directories, then opens each partition. Errors wrap ErrInvalidTopic (bad
+// name, or the reserved metadata topic), ErrTopicExists, ErrInvalidConfig
+// (n < 1), ErrReadOnly or ErrClosed. On failure nothing is left behind.
+func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
+	if err := ValidTopicName(name); err != nil {
+		return nil, err
+	}
+	if name == MetadataTopic {
+		return nil, fmt.Errorf("%w: %q is reserved", ErrInvalidTopic, name)
+	}
+	if partitions < 1 {
+		return nil, fmt.Errorf("%w: a topic needs at least one partition, got %d", ErrInvalidConfig, partitions)
+	}
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	if err := d.writable(); err != nil {
+		return nil, err
+	}
+	if _, err := d.Topic(name); err == nil {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	for p := range partitions {
+		if _, err := d.fs.Stat(d.partitionDir(name, p)); err == nil {
+			return nil, fmt.Errorf("%w: directory %s already exists", ErrTopicExists, d.partitionDir(name, p))
+		}
+	}
+	cfg, err := d.topicConfig(name)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topic{d: d, name: name}
+	t.mu.cfg = cfg
+	parts, err := d.createPartitions(name, cfg, 0, partitions)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.parts = parts
+	d.mu.Lock()
+	d.mu.topics[name] = t
+	d.mu.Unlock()
+	d.log.Info("created topic", "topic", name, "partitions", partitions)
+	return t, nil
+}
+
+// createPartitions creates, syncs and opens partitions [from, to) of topic.
+// On failure it closes and removes what it created. Callers hold d.admin.
+func (d *LogDir) createPartitions(topic string, cfg Config, from, to int) ([]*Partition, error) {
+	var made []string
+	undo := func() {
+		for _, dir := range made {
+			_ = d.fs.RemoveAll(dir)
+		}
+		_ = d.fs.SyncDir(d.path)
+	}
+	for p := from; p < to; p++ {
+		dir := d.partitionDir(topic, p)
+		if err := d.fs.MkdirAll(dir, 0o755); err != nil {
+			undo()
+			return nil, fmt.Errorf("engine: create partition dir: %w", err)
+		}
+		made = append(made, dir)
+	}
+	if err := d.fs.SyncDir(d.path); err != nil {
+		undo()
+		return nil, fmt.Errorf("engine: sync data dir: %w", err)
+	}
+	parts := make([]*Partition, 0, to-from)
+	for p := from; p < to; p++ {
+		part, err := OpenPartition(d.fs, d.partitionDir(topic, p), topic, p, PartitionOptions{
+			Config:         cfg,
+			RecoveryPoint:  0,
+			LogStartOffset: 0,
+			FirstDirty:     -1,
+			CleanShutdown:  true, // nothing to recover in a new directory
+			Logger:         d.log,
+			Now:            d.now,
+		})
+		if err != nil {
+			for _, q := range parts {
+				_ = q.Close()
+			}
+			undo()
+			return nil, err
+		}
+		parts = append(parts, part)
+	}
+	return parts, nil
+}
+
+// DeleteTopic removes a topic as Kafka does: it closes the partitions, renames
+// each directory to <topic>-<p>.<uuid>-delete (so the name is free at once
+// and a crash cannot resurrect it), syncs the data dir, drops the topic's
+// persisted config, and removes the renamed directories in the background.
+// Open readers keep reading what they hold (on the OS file system, open files
+// outlive their unlink). Errors wrap ErrUnknownTopic, ErrReadOnly or ErrClosed.
+func (d *LogDir) DeleteTopic(name string) error {
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	if err := d.writable(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	t := d.mu.topics[name]
+	delete(d.mu.topics, name)
+	d.mu.Unlock()
+	if t == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	t.mu.Lock()
+	parts := t.mu.parts
+	t.mu.parts = nil
+	t.mu.deleted = true
+	t.mu.Unlock()
+
+	var errs []error
+	var renamed []string
+	for _, p := range parts {
+		if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			d.log.Warn("closing partition of deleted topic", "topic", name, "partition", p.ID(), "err", err)
+		}
+		to := filepath.Join(d.path, deleteDirName(name, p.ID()))
+		if err := d.fs.Rename(p.Dir(), to); err != nil {
+			errs = append(errs, fmt.Errorf("engine: rename %s for deletion: %w", p.Dir(), err))
+			continue
+		}
+		renamed = append(renamed, to)
+	}
+	if err := d.fs.SyncDir(d.path); err != nil {
+		errs = append(errs, fmt.Errorf("engine: sync data dir: %w", err))
+	}
+	if _, ok := d.persisted[name]; ok {
+		next := cloneOverrides(d.persisted)
+		delete(next, name)
+		if err := d.writeTopicsFile(next); err != nil {
+			errs = append(errs, err)
+		} else {
+			d.persisted = next
+		}
+	}
+	for _, dir := range renamed {
+		d.removeInBackground(dir)
+	}
+	d.log.Info("deleted topic", "topic", name, "partitions", len(parts))
+	return errors.Join(errs...)
+}
+
+// deleteDirName is Kafka's name for a partition directory pending deletion,
+// <topic>-<p>.<uuid>-delete, with the topic truncated so it fits in 255 bytes.
+func deleteDirName(topic string, p int) string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	suffix := "-" + strconv.Itoa(p) + "." + hex.EncodeToString(u[:]) + "-delete"
+	if len(topic)+len(suffix) > 255 {
+		topic = topic[:255-len(suffix)]
+	}
+	return topic + suffix
+}
+
+func (d *LogDir) removeInBackground(dir string) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		if err := d.fs.RemoveAll(dir); err != nil {
+			d.log.Warn("removing deleted partition directory", "dir", dir, "err", err)
+			return
+		}
+		if err := d.fs.SyncDir(d.path); err != nil {
+			d.log.Warn("sync data dir after removal", "dir", dir, "err", err)
+		}
+	}()
+}
+
+// Checkpoint writes the three checkpoint files: every partition's recovery
+// point and log start offset, and the first dirty offset of every partition
+// that has one. On a read-only LogDir it does nothing and returns nil.
+func (d *LogDir) Checkpoint() error {
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	d.mu.RLock()
+	closed := d.mu.closed
+	d.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	return d.checkpointLocked()
+}
+
+func (d *LogDir) checkpointLocked() error {
+	if d.readOnly {
+		return nil
+	}
+	rp := make(map[TopicPartition]int64)
+	ls := make(map[TopicPartition]int64)
+	cl := make(map[TopicPartition]int64)
+	for _, p := range d.Partitions() {
+		tp := TopicPartition{Topic: p.Topic(), Partition: p.ID()}
+		rp[tp] = p.RecoveryPoint()
+		ls[tp] = p.LogStartOffset()
+		if fd := p.FirstDirtyOffset(); fd >= 0 {
+			cl[tp] = fd
+		}
+	}
+	for _, c := range []struct {
+		name string
+		m    map[TopicPartition]int64
+	}{{RecoveryPointCheckpointFile, rp}, {LogStartOffsetCheckpointFile, ls}, {CleanerOffsetCheckpointFile, cl}} {
+		if err := WriteCheckpoint(d.fs, filepath.Join(d.path, c.name), c.m); err != nil {
+			return fmt.Errorf("engine: write %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// Close flushes every partition, writes the checkpoints, closes the
+// partitions, writes topicfs-clean-shutdown (only if all of that succeeded),
+// syncs the data dir and releases the lock. It waits for background removals.
+// Read-only: closes the partitions and writes nothing. Close is idempotent.
+func (d *LogDir) Close() error {
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.closed = true
+	d.mu.Unlock()
+	d.bg.Wait()
+
+	parts := d.Partitions()
+	var errs []error
+	if !d.readOnly {
+		for _, p := range parts {
+			if err := p.Flush(); err != nil {
+				errs = append(errs, fmt.Errorf("engine: flush %s-%d: %w", p.Topic(), p.ID(), err))
+			}
+		}
+		if err := d.checkpointLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range parts {
+		if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("engine: close %s-%d: %w", p.Topic(), p.ID(), err))
+		}
+	}
+	if !d.readOnly && len(errs) == 0 {
+		if err := d.writeCleanShutdown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.unlock != nil {
+		if err := d.unlock.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		d.log.Error("closing data dir", "path", d.path, "err", errors.Join(errs...))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *LogDir) writeCleanShutdown() error {
+	f, err := d.fs.OpenFile(filepath.Join(d.path, CleanShutdownFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("engine: write clean-shutdown marker: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("engine: write clean-shutdown marker: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("engine: write clean-shutdown marker: %w", err)
+	}
+	if err := d.fs.SyncDir(d.path); err != nil {
+		return fmt.Errorf("engine: sync data dir: %w", err)
+	}
+	return nil
+}
+
+// Topic is one topic of a LogDir: its partitions and its effective config.
+// Safe for concurrent use; mu protects the partition list and the config.
+type Topic struct {
+	d    *LogDir
+	name string
+	mu   struct {
+		sync.RWMutex
+		parts   []*Partition // sorted by ID; ids may have gaps in a copied Kafka dir
+		cfg     Config
+		deleted bool
+	}
+}
+
+// Name returns the topic name.
+func (t *Topic) Name() string { return t.name }
+
+// Partitions returns the topic's partitions sorted by id.
+func (t *Topic) Partitions() []*Partition {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Clone(t.mu.parts)
+}
+
+// Partition returns partition id or an error wrapping ErrUnknownPartition.
+func (t *Topic) Partition(id int) (*Partition, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	i, ok := slices.BinarySearchFunc(t.mu.parts, id, func(p *Partition, id int) int { return cmp.Compare(p.ID(), id) })
+	if !ok {
+		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, t.name, id)
+	}
+	return t.mu.parts[i], nil
+}
+
+// Config returns the topic's effective config: defaults, then the
+// [topics.NAME] overrides of the options, then the overrides persisted by
+// AlterConfig.
+func (t *Topic) Config() Config {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.mu.cfg
+}
+
+// AlterConfig validates kv against the current config (all or nothing;
+// mount-wide settings such as log.cleaner.threads are refused), persists the
+// overrides in topicfs-topics.json, and applies the new config to every
+// partition. Errors wrap ErrInvalidConfig, ErrUnknownTopic (deleted),
+// ErrReadOnly or ErrClosed; on error nothing changes.
+func (t *Topic) AlterConfig(kv map[string]string) error {
+	d := t.d
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	if err := d.writable(); err != nil {
+		return err
+	}
+	for k := range kv {
+		if !IsTopicSetting(k) {
+			return fmt.Errorf("%w: %s is a mount-wide setting, not a topic setting", ErrInvalidConfig, k)
+		}
+	}
+	t.mu.RLock()
+	cur, deleted := t.mu.cfg, t.mu.deleted
+	t.mu.RUnlock()
+	if deleted {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, t.name)
+	}
+	next, err := cur.Apply(kv)
+	if err != nil {
+		return err
+	}
+	if len(kv) == 0 {
+		return nil
+	}
+	persisted := cloneOverrides(d.persisted)
+	over := make(map[string]string)
+	for k, v := range persisted[t.name] {
+		over[k] = v
+	}
+	for k, v := range kv {
+		over[k] = v
+	}
+	persisted[t.name] = over
+	if err := d.writeTopicsFile(persisted); err != nil {
+		return err
+	}
+	d.persisted = persisted
+
+	t.mu.Lock()
+	t.mu.cfg = next
+	parts := slices.Clone(t.mu.parts)
+	t.mu.Unlock()
+	for _, p := range parts {
+		p.SetConfig(next)
+	}
+	d.log.Info("altered topic config", "topic", t.name, "settings", kv)
+	return nil
+}
+
+// AddPartitions grows the topic to total partitions, creating ids from the
+// current highest id + 1 up to total-1. total must exceed the current count
+// (ErrInvalidConfig otherwise, as Kafka refuses to shrink a topic).
+func (t *Topic) AddPartitions(total int) error {
+	d := t.d
+	d.admin.Lock()
+	defer d.admin.Unlock()
+	if err := d.writable(); err != nil {
+		return err
+	}
+	t.mu.RLock()
+	cur, cfg, deleted := 0, t.mu.cfg, t.mu.deleted
+	if n := len(t.mu.parts); n > 0 {
+		cur = t.mu.parts[n-1].ID() + 1
+	}
+	t.mu.RUnlock()
+	if deleted {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, t.name)
+	}
+	if total <= cur {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new total %d must be larger", ErrInvalidConfig, t.name, cur, total)
+	}
+	for p := cur; p < total; p++ {
+		if _, err := d.fs.Stat(d.partitionDir(t.name, p)); err == nil {
+			return fmt.Errorf("%w: directory %s already exists", ErrTopicExists, d.partitionDir(t.name, p))
+		}
+	}
+	parts, err := d.createPartitions(t.name, cfg, cur, total)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.mu.parts = append(t.mu.parts, parts...)
+	t.mu.Unlock()
+	d.log.Info("added partitions", "topic", t.name, "from", cur, "total", total)
+	return nil
+}
+
+// topicConfig computes a topic's config from defaults, options overrides and
+// persisted overrides. Invalid persisted settings (e.g. written by a newer
+// version) are logged and skipped one by one.
+func (d *LogDir) topicConfig(name string) (Config, error) {
+	c, err := d.defaults.Apply(d.over[name])
+	if err != nil {
+		return Config{}, fmt.Errorf("[topics.%s]: %w", name, err)
+	}
+	kv := d.persisted[name]
+	if len(kv) == 0 {
+		return c, nil
+	}
+	if n, err := c.Apply(kv); err == nil {
+		return n, nil
+	}
+	for k, v := range kv {
+		if n, err := c.Apply(map[string]string{k: v}); err != nil {
+			d.log.Warn("ignoring invalid persisted topic setting", "topic", name, "setting", k, "value", v, "err", err)
+		} else {
+			c = n
+		}
+	}
+	return c, nil
+}
+
+// topicsFile is the JSON form of topicfs-topics.json:
+//
+//	{"version":1,"topics":{"orders":{"retention.ms":"3600000"}}}
+type topicsFile struct {
+	Version int                          `json:"version"`
+	Topics  map[string]map[string]string `json:"topics"`
+}
+
+func (d *LogDir) readTopicsFile() (map[string]map[string]string, error) {
+	path := filepath.Join(d.path, TopicsConfigFile)
+	buf, err := vfs.ReadFile(d.fs, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: read %s: %w", path, err)
+	}
+	var tf topicsFile
+	if err := json.Unmarshal(buf, &tf); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, path, err)
+	}
+	if tf.Version != 1 {
+		return nil, fmt.Errorf("%w: %s: unknown version %d", ErrInvalidConfig, path, tf.Version)
+	}
+	if tf.Topics == nil {
+		tf.Topics = map[string]map[string]string{}
+	}
+	return tf.Topics, nil
+}
+
+// writeTopicsFile replaces topicfs-topics.json atomically: write a .tmp file,
+// fsync it, rename it over the old one, fsync the directory.
+func (d *LogDir) writeTopicsFile(m map[string]map[string]string) error {
+	data, err := json.MarshalIndent(topicsFile{Version: 1, Topics: m}, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(d.path, TopicsConfigFile)
+	if err := vfs.WriteFileAtomic(d.fs, path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("engine: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// cloneOverrides copies the outer map (inner maps are never mutated in place).
+func cloneOverrides(m map[string]map[string]string) map[string]map[string]string {
+	if m == nil {
+		return map[string]map[string]string{}
+	}
+	return maps.Clone(m)
+}
+
+// Directory lock.
+
+// LockDir takes the exclusive lock on dir/.lock that OpenLogDir takes, for
+// offline tools that write to a data directory (topicfs check --repair). The
+// error wraps ErrLocked when a mount or a Kafka broker holds it.
+//
+// The lock comes from the FS (vfs.Locker: flock(LOCK_EX|LOCK_NB) on vfs.OS,
+// in-process on MemFS, delegated by ErrorFS). When the lock is a real file
+// descriptor, an open-file-description fcntl write lock (F_OFD_SETLK) is
+// taken on it too: that is what conflicts with the POSIX lock a Kafka broker
+// holds through Java's FileChannel.tryLock, which flock alone does not see on
+// Linux. An FS without Locker gets an in-process lock keyed by FS and path.
+func LockDir(fsys vfs.FS, dir string) (io.Closer, error) {
+	name := filepath.Join(filepath.Clean(dir), LockFile)
+	if _, ok := fsys.(vfs.Locker); !ok {
+		return memLock(fsys, name)
+	}
+	c, err := vfs.Lock(fsys, name)
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, lockedErr(name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: lock %s: %w", name, err)
+	}
+	if f, ok := c.(interface{ Fd() uintptr }); ok {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			_ = c.Close()
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+				return nil, lockedErr(name, err)
+			}
+			return nil, fmt.Errorf("engine: lock %s: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+func lockedErr(name string, err error) error {
+	return fmt.Errorf("%w: %s is held by another process (a running topicfs mount or Kafka broker); stop it first, or open read-only (%v)", ErrLocked, name, err)
+}
+
+// In-process locks for file systems that cannot lock.
+var memLocks struct {
+	sync.Mutex
+	held map[memLockKey]bool
+}
+
+type memLockKey struct {
+	fs   any
+	name string
+}
+
+func memLock(fsys vfs.FS, name string) (io.Closer, error) {
+	var key memLockKey
+	if t := reflect.TypeOf(fsys); t != nil && t.Comparable() {
+		key = memLockKey{fs: fsys, name: name}
+	} else {
+		key = memLockKey{fs: fmt.Sprintf("%p", fsys), name: name}
+	}
+	memLocks.Lock()
+	defer memLocks.Unlock()
+	if memLocks.held == nil {
+		memLocks.held = make(map[memLockKey]bool)
+	}
+	if memLocks.held[key] {
+		return nil, fmt.Errorf("%w: %s is held by another LogDir in this process", ErrLocked, name)
+	}
+	memLocks.held[key] = true
+	return &memUnlock{key: key}, nil
+}
+
+type memUnlock struct {
+	once sync.Once
+	key  memLockKey
+}
+
+func (u *memUnlock) Close() error {
+	u.once.Do(func() {
+		memLocks.Lock()
+		delete(memLocks.held, u.key)
+		memLocks.Unlock()
+	})
+	return nil
+}

@@ -1,0 +1,532 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// ldFS runs a test against MemFS and the real file system.
+type ldFS struct {
+	name string
+	new  func(t *testing.T) (vfs.FS, string)
+}
+
+var ldFSes = []ldFS{
+	{"mem", func(t *testing.T) (vfs.FS, string) { return vfs.NewMem(), "/data" }},
+	{"os", func(t *testing.T) (vfs.FS, string) { return vfs.OS, filepath.Join(t.TempDir(), "data") }},
+}
+
+func ldOpts() LogDirOptions {
+	return LogDirOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// posixLock takes a classic POSIX fcntl write lock, as Java's
+// FileChannel.tryLock (and so a Kafka broker) does.
+func ldPosixLock(f *os.File) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk)
+}
+
+func ldNames(ts []*Topic) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name())
+	}
+	return out
+}
+
+func ldListDir(t *testing.T, fsys vfs.FS, dir string) []string {
+	t.Helper()
+	es, err := fsys.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func ldExists(fsys vfs.FS, path string) bool {
+	_, err := fsys.Stat(path)
+	return err == nil
+}
+
+func TestValidTopicName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"orders", true},
+		{"a", true},
+		{"my.topic_v2-final", true},
+		{"__consumer_offsets", true},
+		{strings.Repeat("x", 249), true},
+		{strings.Repeat("x", 250), false},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"...", true},
+		{"with space", false},
+		{"slash/name", false},
+		{"ümlaut", false},
+		{"colon:x", false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%.20q", tt.name), func(t *testing.T) {
+			err := ValidTopicName(tt.name)
+			if tt.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, ErrInvalidTopic)
+			}
+		})
+	}
+}
+
+func TestParsePartitionDir(t *testing.T) {
+	tests := []struct {
+		dir   string
+		topic string
+		part  int
+		ok    bool
+	}{
+		{"orders-0", "orders", 0, true},
+		{"my-topic-12", "my-topic", 12, true},
+		{"__consumer_offsets-49", "__consumer_offsets", 49, true},
+		{"_confluent-controlcenter-7-6-0-1-KSTREAM-OUTEROTHER-0000000106-store-changelog-0", "_confluent-controlcenter-7-6-0-1-KSTREAM-OUTEROTHER-0000000106-store-changelog", 0, true},
+		{"__cluster_metadata-0", "__cluster_metadata", 0, false},
+		{"orders-0.0123456789abcdef0123456789abcdef-delete", "", 0, false},
+		{"orders-0.0123456789abcdef0123456789abcdef-future", "", 0, false},
+		{"orders-0.0123456789abcdef0123456789abcdef-stray", "", 0, false},
+		{"orders", "", 0, false},
+		{"orders-", "", 0, false},
+		{"-0", "", 0, false},
+		{"orders-x", "", 0, false},
+		{"orders-01", "", 0, false},
+		{"orders--1", "orders-", 1, true},
+		{"lost+found", "", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			tp, ok := ParsePartitionDir(tt.dir)
+			assert.Equal(t, tt.ok, ok)
+			if tt.ok {
+				assert.Equal(t, TopicPartition{Topic: tt.topic, Partition: tt.part}, tp)
+			}
+		})
+	}
+}
+
+func TestLogDirCreateDeleteReopen(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			d, err := OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			assert.Empty(t, d.Topics())
+
+			orders, err := d.CreateTopic("orders", 3)
+			require.NoError(t, err)
+			assert.Equal(t, "orders", orders.Name())
+			require.Len(t, orders.Partitions(), 3)
+			for i, p := range orders.Partitions() {
+				assert.Equal(t, i, p.ID())
+				assert.Equal(t, "orders", p.Topic())
+				assert.Equal(t, filepath.Join(path, fmt.Sprintf("orders-%d", i)), p.Dir())
+			}
+			_, err = d.CreateTopic("audit.log", 1)
+			require.NoError(t, err)
+			_, err = d.CreateTopic("gone", 2)
+			require.NoError(t, err)
+
+			_, err = d.CreateTopic("orders", 1)
+			assert.ErrorIs(t, err, ErrTopicExists)
+			_, err = d.CreateTopic("bad name", 1)
+			assert.ErrorIs(t, err, ErrInvalidTopic)
+			_, err = d.CreateTopic(MetadataTopic, 1)
+			assert.ErrorIs(t, err, ErrInvalidTopic)
+			_, err = d.CreateTopic("zero", 0)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+
+			assert.Equal(t, []string{"audit.log", "gone", "orders"}, ldNames(d.Topics()))
+			assert.Len(t, d.Partitions(), 6)
+
+			p1, err := orders.Partition(1)
+			require.NoError(t, err)
+			first, last, err := p1.Append([]record.Record{{Timestamp: -1, Value: []byte("a")}, {Timestamp: -1, Value: []byte("b")}})
+			require.NoError(t, err)
+			assert.Equal(t, int64(0), first)
+			assert.Equal(t, int64(1), last)
+			_, err = orders.Partition(3)
+			assert.ErrorIs(t, err, ErrUnknownPartition)
+
+			require.NoError(t, d.DeleteTopic("gone"))
+			assert.ErrorIs(t, d.DeleteTopic("gone"), ErrUnknownTopic)
+			_, err = d.Topic("gone")
+			assert.ErrorIs(t, err, ErrUnknownTopic)
+			assert.Equal(t, []string{"audit.log", "orders"}, ldNames(d.Topics()))
+
+			require.NoError(t, orders.AddPartitions(5))
+			assert.Len(t, orders.Partitions(), 5)
+			assert.ErrorIs(t, orders.AddPartitions(5), ErrInvalidConfig)
+
+			require.NoError(t, d.Close())
+			require.NoError(t, d.Close(), "Close is idempotent")
+			_, err = d.CreateTopic("late", 1)
+			assert.ErrorIs(t, err, ErrClosed)
+
+			// The deleted topic's directories are gone (removed in the
+			// background, which Close waits for), nothing named -delete remains.
+			for _, n := range ldListDir(t, fsys, path) {
+				assert.False(t, strings.HasPrefix(n, "gone"), n)
+			}
+			assert.True(t, ldExists(fsys, filepath.Join(path, CleanShutdownFile)))
+
+			d, err = OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			defer d.Close()
+			assert.False(t, ldExists(fsys, filepath.Join(path, CleanShutdownFile)), "marker removed while open")
+			assert.Equal(t, []string{"audit.log", "orders"}, ldNames(d.Topics()))
+			orders, err = d.Topic("orders")
+			require.NoError(t, err)
+			assert.Len(t, orders.Partitions(), 5)
+			p1, err = orders.Partition(1)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), p1.LogEndOffset())
+
+			// A topic can be re-created under a deleted name.
+			again, err := d.CreateTopic("gone", 1)
+			require.NoError(t, err)
+			assert.Len(t, again.Partitions(), 1)
+		})
+	}
+}
+
+func TestLogDirPersistedConfig(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			opts := ldOpts()
+			opts.Overrides = map[string]map[string]string{"orders": {"retention.ms": "1000", "segment.bytes": "4096"}}
+			d, err := OpenLogDir(fsys, path, opts)
+			require.NoError(t, err)
+			orders, err := d.CreateTopic("orders", 2)
+			require.NoError(t, err)
+			other, err := d.CreateTopic("other", 1)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1000), orders.Config().RetentionMs)
+			assert.Equal(t, int64(4096), orders.Config().SegmentBytes)
+			assert.Equal(t, DefaultConfig().RetentionMs, other.Config().RetentionMs)
+
+			// All or nothing: one bad setting rejects the whole change.
+			err = orders.AlterConfig(map[string]string{"retention.ms": "2000", "segment.bytes": "not-a-number"})
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Equal(t, int64(1000), orders.Config().RetentionMs)
+			assert.False(t, ldExists(fsys, filepath.Join(path, TopicsConfigFile)))
+			// Mount-wide settings are not topic settings.
+			assert.ErrorIs(t, orders.AlterConfig(map[string]string{"log.cleaner.threads": "4"}), ErrInvalidConfig)
+
+			require.NoError(t, orders.AlterConfig(map[string]string{"retention.ms": "2000", "cleanup.policy": "compact"}))
+			assert.Equal(t, int64(2000), orders.Config().RetentionMs)
+			assert.Equal(t, "compact", orders.Config().CleanupPolicy)
+			assert.Equal(t, int64(4096), orders.Config().SegmentBytes, "options override kept")
+			for _, p := range orders.Partitions() {
+				assert.Equal(t, orders.Config(), p.Config(), "applied to partition %d", p.ID())
+			}
+			assert.True(t, ldExists(fsys, filepath.Join(path, TopicsConfigFile)))
+			require.NoError(t, d.Close())
+
+			d, err = OpenLogDir(fsys, path, opts)
+			require.NoError(t, err)
+			orders, err = d.Topic("orders")
+			require.NoError(t, err)
+			assert.Equal(t, int64(2000), orders.Config().RetentionMs, "persisted override beats mount.toml")
+			assert.Equal(t, "compact", orders.Config().CleanupPolicy)
+			assert.Equal(t, int64(4096), orders.Config().SegmentBytes)
+			for _, p := range orders.Partitions() {
+				assert.Equal(t, orders.Config(), p.Config())
+			}
+
+			// Deleting the topic forgets its persisted settings.
+			require.NoError(t, d.DeleteTopic("orders"))
+			orders, err = d.CreateTopic("orders", 1)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1000), orders.Config().RetentionMs)
+			assert.Equal(t, DefaultConfig().CleanupPolicy, orders.Config().CleanupPolicy)
+			require.NoError(t, d.Close())
+		})
+	}
+}
+
+func TestLogDirInvalidOverrides(t *testing.T) {
+	opts := ldOpts()
+	opts.Overrides = map[string]map[string]string{"orders": {"retention.ms": "soon"}}
+	_, err := OpenLogDir(vfs.NewMem(), "/data", opts)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	opts.Overrides = map[string]map[string]string{"orders": {"log.cleaner.threads": "2"}}
+	_, err = OpenLogDir(vfs.NewMem(), "/data", opts)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestLogDirCheckpointRoundTrip(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			d, err := OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			tp, err := d.CreateTopic("t", 2)
+			require.NoError(t, err)
+			p0, err := tp.Partition(0)
+			require.NoError(t, err)
+			for i := range 5 {
+				_, _, err := p0.Append([]record.Record{{Timestamp: -1, Value: []byte{byte('a' + i)}}})
+				require.NoError(t, err)
+			}
+			require.NoError(t, p0.Flush())
+			p0.SetFirstDirtyOffset(3)
+
+			require.NoError(t, d.Checkpoint())
+			rp, err := ReadCheckpoint(fsys, filepath.Join(path, RecoveryPointCheckpointFile))
+			require.NoError(t, err)
+			assert.Equal(t, map[TopicPartition]int64{{"t", 0}: 5, {"t", 1}: 0}, rp)
+			ls, err := ReadCheckpoint(fsys, filepath.Join(path, LogStartOffsetCheckpointFile))
+			require.NoError(t, err)
+			assert.Equal(t, map[TopicPartition]int64{{"t", 0}: 0, {"t", 1}: 0}, ls)
+			cl, err := ReadCheckpoint(fsys, filepath.Join(path, CleanerOffsetCheckpointFile))
+			require.NoError(t, err)
+			assert.Equal(t, map[TopicPartition]int64{{"t", 0}: 3}, cl)
+			require.NoError(t, d.Close())
+
+			d, err = OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			defer d.Close()
+			tp, err = d.Topic("t")
+			require.NoError(t, err)
+			p0, err = tp.Partition(0)
+			require.NoError(t, err)
+			assert.Equal(t, int64(5), p0.LogEndOffset())
+			assert.Equal(t, int64(5), p0.RecoveryPoint())
+			assert.Equal(t, int64(3), p0.FirstDirtyOffset(), "cleaner checkpoint passed back to the partition")
+		})
+	}
+}
+
+func TestLogDirLock(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			d, err := OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			_, err = d.CreateTopic("t", 1)
+			require.NoError(t, err)
+
+			_, err = OpenLogDir(fsys, path, ldOpts())
+			require.ErrorIs(t, err, ErrLocked)
+			assert.Contains(t, err.Error(), LockFile)
+
+			// Read-only takes no lock and sees the topic.
+			ro := ldOpts()
+			ro.ReadOnly = true
+			r, err := OpenLogDir(fsys, path, ro)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"t"}, ldNames(r.Topics()))
+			require.NoError(t, r.Close())
+
+			require.NoError(t, d.Close())
+			d2, err := OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err, "lock released by Close")
+			require.NoError(t, d2.Close())
+		})
+	}
+}
+
+// TestLogDirLockOtherProcess checks the lock is a real file lock: a child
+// process (this test binary) holding .lock makes OpenLogDir fail.
+func TestLogDirLockFcntl(t *testing.T) {
+	// A POSIX fcntl lock as Java's FileChannel.tryLock takes it, from the
+	// same process: OFD locks conflict with it, classic POSIX locks of the
+	// same process do not conflict with each other, so we take a classic lock
+	// here and expect the OFD lock in OpenLogDir to fail.
+	path := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(path, LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, ldPosixLock(f))
+	_, err = OpenLogDir(vfs.OS, path, ldOpts())
+	require.ErrorIs(t, err, ErrLocked)
+}
+
+func TestLogDirSkipsNonPartitionDirs(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			for _, dir := range []string{
+				"real-0", "real-1",
+				MetadataTopic + "-0",
+				"old-0.0123456789abcdef0123456789abcdef-delete",
+				"moving-0.0123456789abcdef0123456789abcdef-future",
+				"stray-0.0123456789abcdef0123456789abcdef-stray",
+				"lost+found", "notapartition", "x-01",
+			} {
+				require.NoError(t, fsys.MkdirAll(filepath.Join(path, dir), 0o755))
+			}
+			for _, file := range []string{"meta.properties", "bootstrap.checkpoint", "replication-offset-checkpoint", "file-0"} {
+				f, err := fsys.OpenFile(filepath.Join(path, file), os.O_CREATE|os.O_WRONLY, 0o644)
+				require.NoError(t, err)
+				require.NoError(t, f.Close())
+			}
+			d, err := OpenLogDir(fsys, path, ldOpts())
+			require.NoError(t, err)
+			assert.Equal(t, []string{"real"}, ldNames(d.Topics()))
+			_, err = d.Topic(MetadataTopic)
+			assert.ErrorIs(t, err, ErrUnknownTopic)
+			require.NoError(t, d.Close())
+
+			left := ldListDir(t, fsys, path)
+			assert.NotContains(t, left, "old-0.0123456789abcdef0123456789abcdef-delete", "leftover -delete dir removed")
+			assert.Contains(t, left, "moving-0.0123456789abcdef0123456789abcdef-future", "-future dirs left alone")
+			assert.Contains(t, left, MetadataTopic+"-0")
+		})
+	}
+}
+
+// treeState lists every path under dir with its size and mtime.
+func ldTreeState(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("%s %d %d %v", p, info.Size(), info.ModTime().UnixNano(), info.Mode()))
+		return nil
+	}))
+	sort.Strings(out)
+	return out
+}
+
+func TestLogDirReadOnlyWritesNothing(t *testing.T) {
+	path := t.TempDir()
+	d, err := OpenLogDir(vfs.OS, path, ldOpts())
+	require.NoError(t, err)
+	tp, err := d.CreateTopic("t", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, _, err = p.Append([]record.Record{{Timestamp: -1, Value: []byte("v")}})
+	require.NoError(t, err)
+	require.NoError(t, tp.AlterConfig(map[string]string{"retention.ms": "5000"}))
+	// Simulate a crash: no Close, so no clean-shutdown marker; release the lock only.
+	require.NoError(t, p.Flush())
+	require.NoError(t, d.unlock.Close())
+
+	before := ldTreeState(t, path)
+	ro := ldOpts()
+	ro.ReadOnly = true
+	r, err := OpenLogDir(vfs.OS, path, ro)
+	require.NoError(t, err)
+	rt, err := r.Topic("t")
+	require.NoError(t, err)
+	assert.Equal(t, int64(5000), rt.Config().RetentionMs)
+	_, err = r.CreateTopic("n", 1)
+	assert.ErrorIs(t, err, ErrReadOnly)
+	assert.ErrorIs(t, r.DeleteTopic("t"), ErrReadOnly)
+	assert.ErrorIs(t, rt.AlterConfig(map[string]string{"retention.ms": "1"}), ErrReadOnly)
+	assert.ErrorIs(t, rt.AddPartitions(2), ErrReadOnly)
+	require.NoError(t, r.Checkpoint())
+	require.NoError(t, r.Close())
+	assert.Equal(t, before, ldTreeState(t, path))
+}
+
+func TestLogDirCleanShutdownMarkers(t *testing.T) {
+	fsys := vfs.NewMem()
+	require.NoError(t, fsys.MkdirAll("/data/t-0", 0o755))
+	f, err := fsys.OpenFile("/data/"+KafkaCleanShutdownFile, os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	for _, dir := range []string{"/", "/data", "/data/t-0"} {
+		require.NoError(t, fsys.SyncDir(dir))
+	}
+
+	d, err := OpenLogDir(fsys, "/data", ldOpts())
+	require.NoError(t, err)
+	assert.False(t, ldExists(fsys, "/data/"+KafkaCleanShutdownFile), "Kafka's marker is consumed as Kafka does at startup")
+	assert.False(t, ldExists(fsys, "/data/"+CleanShutdownFile))
+	require.NoError(t, d.Close())
+	assert.True(t, ldExists(fsys, "/data/"+CleanShutdownFile))
+
+	// The marker is durable: a crash right after Close keeps it.
+	crashed := fsys.Crash()
+	assert.True(t, ldExists(crashed, "/data/"+CleanShutdownFile))
+}
+
+func TestLogDirConcurrentAdminAndLookups(t *testing.T) {
+	d, err := OpenLogDir(vfs.NewMem(), "/data", ldOpts())
+	require.NoError(t, err)
+	defer d.Close()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, tp := range d.Topics() {
+					_ = tp.Partitions()
+					_ = tp.Config()
+				}
+				_ = d.Partitions()
+			}
+		}()
+	}
+	for i := range 20 {
+		name := fmt.Sprintf("t%d", i%5)
+		if _, err := d.CreateTopic(name, 2); err != nil {
+			require.ErrorIs(t, err, ErrTopicExists)
+			require.NoError(t, d.DeleteTopic(name))
+			continue
+		}
+		tp, err := d.Topic(name)
+		require.NoError(t, err)
+		require.NoError(t, tp.AlterConfig(map[string]string{"retention.ms": fmt.Sprint(1000 + i)}))
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestDeleteDirName(t *testing.T) {
+	n := deleteDirName("orders", 3)
+	assert.Regexp(t, `^orders-3\.[0-9a-f]{32}-delete$`, n)
+	assert.True(t, specialDirRe.MatchString(n))
+	long := deleteDirName(strings.Repeat("x", 249), 12345)
+	assert.Len(t, long, 255)
+	assert.True(t, specialDirRe.MatchString(long))
+	_, ok := ParsePartitionDir(n)
+	assert.False(t, ok)
+	assert.NotEqual(t, n, deleteDirName("orders", 3), "unique")
+}
