@@ -1,0 +1,198 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// copyTree copies a fixture directory (read-only files) into dst, writable.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	}))
+}
+
+// batchPositions returns the start of every entry of a .log file.
+func batchPositions(t *testing.T, data []byte) []int64 {
+	t.Helper()
+	var out []int64
+	for pos := 0; pos+12 <= len(data); {
+		out = append(out, int64(pos))
+		pos += 12 + int(binary.BigEndian.Uint32(data[pos+8:]))
+	}
+	return out
+}
+
+func TestCheckCorruptBatchThenRepair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	pos := batchPositions(t, data)
+	require.Greater(t, len(pos), 6)
+	bad := pos[5]
+	data[bad+40] ^= 0x5a // inside the CRC-covered header (maxTimestamp)
+	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+	before := treeState(t, dir)
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	probs := rep.Problems()
+	require.NotEmpty(t, probs, out.String())
+	assert.Equal(t, logPath, probs[0].Path)
+	assert.Equal(t, bad, probs[0].Position)
+	assert.Contains(t, out.String(), fmt.Sprintf("%s: position %d: ", logPath, bad), "the report names the segment and position")
+	assert.Contains(t, out.String(), "FAILED")
+	assert.Equal(t, before, treeState(t, dir), "check without --repair writes nothing")
+	p1 := partitionReport(t, rep, "test0", 1)
+	assert.EqualValues(t, 5, p1.NextOffset, "what is readable ends before the bad batch")
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Equal(t, []string{"test0-1"}, rep.Repaired)
+	require.NotNil(t, rep.Before)
+	assert.NotEmpty(t, rep.Before.Problems())
+	assert.Contains(t, out.String(), "repaired test0-1")
+
+	st, err := os.Stat(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, bad, st.Size(), "repair truncated the log at the bad batch")
+	assert.EqualValues(t, 5, partitionReport(t, rep, "test0", 1).NextOffset)
+
+	// The untouched partitions were not rewritten.
+	for _, p := range []string{"test0-0", "test0-2", "mac_test-0"} {
+		for _, line := range before {
+			if strings.Contains(line, "/"+p+"/") {
+				assert.Contains(t, treeState(t, dir), line)
+			}
+		}
+	}
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems(), out.String())
+}
+
+func TestCheckPartialTailThenRepair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	logPath := filepath.Join(dir, "_confluent-command-0", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	end := int64(len(data))
+	torn := append(data, data[:100]...) // a torn append: a batch header and part of its body
+	require.NoError(t, os.WriteFile(logPath, torn, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1, out.String())
+	assert.Equal(t, end, rep.Problems()[0].Position)
+	assert.Contains(t, rep.Problems()[0].Message, "partial batch")
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	st, err := os.Stat(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, end, st.Size())
+}
+
+func TestCheckBadIndexEntryThenRepair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	idx := filepath.Join(dir, "_confluent-monitoring-0", "00000000000000000000.index")
+	data, err := os.ReadFile(idx)
+	require.NoError(t, err)
+	// Entry 3: move its position one byte into a batch.
+	p := binary.BigEndian.Uint32(data[3*8+4:])
+	binary.BigEndian.PutUint32(data[3*8+4:], p+1)
+	require.NoError(t, os.WriteFile(idx, data, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1, out.String())
+	assert.Equal(t, idx, rep.Problems()[0].Path)
+	assert.EqualValues(t, 3*8, rep.Problems()[0].Position)
+	assert.Contains(t, rep.Problems()[0].Message, "batch boundary")
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String(), "recovery rebuilt the index")
+}
+
+func TestCheckLeftovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	part := filepath.Join(dir, "test0-2")
+	for _, name := range []string{"00000000000000000000.log.deleted", "00000000000000000000.index.deleted", "00000000000000000005.log.cleaned"} {
+		require.NoError(t, os.WriteFile(filepath.Join(part, name), nil, 0o644))
+	}
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems(), "pending deletions and abandoned cleaner output are warnings: %s", out.String())
+	assert.Len(t, partitionReport(t, rep, "test0", 2).Warnings, 3)
+
+	swap := filepath.Join(part, "00000000000000000000.log.swap")
+	require.NoError(t, os.WriteFile(swap, nil, 0o644))
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1, out.String())
+	assert.Equal(t, swap, rep.Problems()[0].Path)
+}
+
+func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
+	var out bytes.Buffer
+	rep, err := Check(&out, fixture("kafka0110-zk-sharaweil/data/test0-0"), CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Partitions, 1)
+	assert.EqualValues(t, 11, rep.Records)
+	assert.Empty(t, rep.Problems())
+
+	_, err = Check(&out, filepath.Join(t.TempDir(), "missing"), CheckOptions{})
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+
+	// A checkpoint that does not parse is a problem.
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1, out.String())
+	assert.Contains(t, rep.Problems()[0].Path, "recovery-point-offset-checkpoint")
+}
