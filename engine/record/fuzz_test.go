@@ -213,3 +213,47 @@ func checkBatch(t *testing.T, b *Batch) {
 	require.NoError(t, err)
 	require.Equal(t, recs, got)
 }
+
+// FuzzLegacy builds a legacy entry with a correct CRC around a fuzzed
+// (possibly compressed) value, so the legacy unnesting sees arbitrary bytes.
+func FuzzLegacy(f *testing.F) {
+	lowerDecompressLimit(f)
+	for _, s := range fuzzSeeds(f) {
+		for pos := int64(0); pos < int64(len(s)); {
+			b, err := ReadAt(bytes.NewReader(s), pos, int64(len(s)), nil)
+			if err != nil {
+				break
+			}
+			if b.Magic < 2 {
+				if m, err := parseLegacyMessage(b.Raw[LogOverhead:]); err == nil {
+					f.Add(uint8(m.magic), uint8(m.attrs), b.LastOffset(), m.value)
+				}
+			}
+			pos += int64(b.Size())
+		}
+	}
+	f.Fuzz(func(t *testing.T, magic, attrs uint8, offset int64, value []byte) {
+		raw := legacyEntry(offset, legacyMsg(int8(magic%2), int8(attrs), 1_700_000_000_000, nil, value))
+		b, err := Parse(raw)
+		require.NoError(t, err)
+		require.NoError(t, b.Verify())
+		assert := func(err error) {
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+		}
+		msgs, err := b.LegacyMessages(nil)
+		assert(err)
+		recs, err := b.Records(nil)
+		assert(err)
+		if err == nil {
+			require.Len(t, recs, len(msgs))
+			switch {
+			case attrs&attrCodecMask == 0: // plain message
+				require.Equal(t, offset, recs[0].Offset)
+			case magic%2 == 1 && offset != 0: // v1 wrapper: its offset is the last inner offset
+				require.Equal(t, offset, recs[len(recs)-1].Offset)
+			}
+		}
+	})
+}
