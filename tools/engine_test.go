@@ -1,0 +1,267 @@
+package tools
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// This file checks that what the engine writes passes Check and dumps
+// cleanly: several codecs, many segments and index entries, multi-batch
+// appends, producer batches with committed and aborted transactions, a
+// compacted segment (swap protocol) and retention leftovers.
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+type engineData struct {
+	dir string
+	d   *engine.LogDir
+	leo map[string]int64 // "<topic>-<p>" -> log end offset
+}
+
+func txnSpec(pid int64, seq int32) record.BatchSpec {
+	s := record.NewBatchSpec(0)
+	s.ProducerID, s.ProducerEpoch, s.BaseSequence, s.Transactional = pid, 1, seq, true
+	return s
+}
+
+func writeEngineData(t *testing.T) engineData {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	opts := engine.LogDirOptions{Logger: quiet(), Overrides: map[string]map[string]string{}}
+	small := map[string]string{"segment.bytes": "4096", "index.interval.bytes": "200", "max.message.bytes": "2000"}
+	for name, codec := range map[string]string{"plain": "none", "gz": "gzip", "snap": "snappy", "lz": "lz4", "zs": "zstd"} {
+		kv := map[string]string{"compression.type": codec}
+		for k, v := range small {
+			kv[k] = v
+		}
+		opts.Overrides[name] = kv
+	}
+	opts.Overrides["txn"] = small
+	opts.Overrides["lat"] = map[string]string{"message.timestamp.type": "LogAppendTime", "index.interval.bytes": "100"}
+	d, err := engine.OpenLogDir(vfs.OS, dir, opts)
+	require.NoError(t, err)
+	ed := engineData{dir: dir, d: d, leo: map[string]int64{}}
+
+	for _, name := range []string{"plain", "gz", "snap", "lz", "zs", "lat"} {
+		tp, err := d.CreateTopic(name, 2)
+		require.NoError(t, err)
+		for _, p := range tp.Partitions() {
+			n := 0
+			for a := range 40 {
+				var recs []record.Record
+				for i := range 1 + a%7 {
+					r := record.Record{Timestamp: 1_700_000_000_000 + int64(n*10) - int64(i%3), Value: []byte(fmt.Sprintf("%s value %d %s", name, n, strings.Repeat("x", a*7%90)))}
+					if n%3 != 0 {
+						r.Key = []byte(fmt.Sprintf("key-%d", n%11))
+					}
+					if n%5 == 0 {
+						r.Headers = []record.Header{{Key: "h", Value: []byte("v")}}
+					}
+					recs = append(recs, r)
+					n++
+				}
+				_, _, err := p.Append(recs)
+				require.NoError(t, err)
+			}
+			// Appends larger than max.message.bytes split into several batches.
+			var big []record.Record
+			for i := range 12 {
+				big = append(big, record.Record{Timestamp: -1, Value: bytes.Repeat([]byte{byte('a' + i)}, 300)})
+			}
+			_, _, err := p.Append(big)
+			require.NoError(t, err)
+		}
+	}
+
+	// Producer batches with transactions.
+	tp, err := d.CreateTopic("txn", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	appendRaw := func(spec record.BatchSpec, recs []record.Record) {
+		raw, err := record.Encode(nil, spec, recs)
+		require.NoError(t, err)
+		_, _, err = p.AppendBatch(raw)
+		require.NoError(t, err)
+	}
+	marker := func(pid int64, typ int16) {
+		raw, err := record.EncodeControlBatch(nil, txnSpec(pid, -1), 0, 1_700_000_000_500, typ, 3)
+		require.NoError(t, err)
+		_, _, err = p.AppendBatch(raw)
+		require.NoError(t, err)
+	}
+	for round := range 10 {
+		for _, pid := range []int64{100, 200} {
+			spec := txnSpec(pid, int32(round*2))
+			spec.Codec = record.Codec(round % 5)
+			appendRaw(spec, []record.Record{
+				{Offset: 0, Timestamp: 1_700_000_000_000 + int64(round), Key: []byte("k"), Value: []byte(fmt.Sprintf("txn %d round %d a", pid, round))},
+				{Offset: 1, Timestamp: 1_700_000_000_000 + int64(round), Key: []byte("k"), Value: []byte(fmt.Sprintf("txn %d round %d b", pid, round))},
+			})
+		}
+		marker(100, record.ControlCommit)
+		marker(200, record.ControlAbort)
+	}
+
+	// Compact a sealed segment of plain-0: keep every other batch, byte for
+	// byte, under the segment's base (Kafka's swap protocol).
+	plain, err := d.Topic("plain")
+	require.NoError(t, err)
+	p0, err := plain.Partition(0)
+	require.NoError(t, err)
+	segs := p0.Segments()
+	require.Greater(t, len(segs), 3, "small segment.bytes makes several segments")
+	snap := p0.Snapshot()
+	old := snap.Segments[1]
+	w, err := p0.NewCleanedSegment(old.BaseOffset())
+	require.NoError(t, err)
+	kept := 0
+	for pos, i := int64(0), 0; pos < old.Size(); i++ {
+		b, err := old.ReadBatch(pos, nil)
+		require.NoError(t, err)
+		if i%2 == 1 {
+			require.NoError(t, w.AppendBatch(b.Raw))
+			kept++
+		}
+		pos += int64(b.Size())
+	}
+	snap.Release()
+	require.Positive(t, kept)
+	require.NoError(t, w.Finish())
+	require.NoError(t, p0.ReplaceSegments([]int64{segs[1].BaseOffset}, []*engine.SegmentWriter{w}))
+
+	// Retention on plain-1 leaves .deleted files for file.delete.delay.ms.
+	p1, err := plain.Partition(1)
+	require.NoError(t, err)
+	_, err = p1.DeleteOldestSegments(1, "test")
+	require.NoError(t, err)
+
+	for _, p := range d.Partitions() {
+		require.NoError(t, p.Flush())
+		ed.leo[fmt.Sprintf("%s-%d", p.Topic(), p.ID())] = p.LogEndOffset()
+	}
+	return ed
+}
+
+func assertCheckPasses(t *testing.T, ed engineData, stage string) CheckReport {
+	t.Helper()
+	var out bytes.Buffer
+	rep, err := Check(&out, ed.dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems(), "%s:\n%s", stage, out.String())
+	for _, p := range rep.Partitions {
+		name := fmt.Sprintf("%s-%d", p.Topic, p.Partition)
+		assert.Equal(t, ed.leo[name], p.NextOffset, "%s: %s log end", stage, name)
+	}
+	return rep
+}
+
+func TestCheckAndDumpWhatTheEngineWrites(t *testing.T) {
+	ed := writeEngineData(t)
+	// While open (active segments with preallocated, untrimmed indexes).
+	rep := assertCheckPasses(t, ed, "open")
+	var deleted int
+	for _, p := range rep.Partitions {
+		for _, w := range p.Warnings {
+			if strings.Contains(w.Message, "pending deletion") {
+				deleted++
+			}
+		}
+	}
+	assert.Positive(t, deleted, "retention left .deleted files, reported as warnings")
+	require.NoError(t, ed.d.Close())
+	rep = assertCheckPasses(t, ed, "closed")
+	assert.Greater(t, rep.Segments, int64(20))
+
+	// Every file dumps without an error; the txn index holds the aborts.
+	var files []string
+	require.NoError(t, filepath.WalkDir(ed.dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && filepath.Base(filepath.Dir(p)) != "data" {
+			files = append(files, p)
+		}
+		return err
+	}))
+	var out, errOut bytes.Buffer
+	require.NoError(t, Dump(&out, &errOut, files, DumpOptions{DeepIteration: true}), errOut.String())
+	assert.Equal(t, 10, strings.Count(out.String(), "endTxnMarker: ABORT coordinatorEpoch: 3"))
+	assert.Equal(t, 10, strings.Count(out.String(), "endTxnMarker: COMMIT coordinatorEpoch: 3"))
+	assert.Equal(t, 10, strings.Count(out.String(), "version: 0 producerId: 200 firstOffset: "))
+	assert.NotContains(t, errOut.String(), "Found timestamp mismatch")
+	assert.NotContains(t, errOut.String(), "not found in the log")
+	assert.NotContains(t, errOut.String(), "out of order timestamp")
+}
+
+func TestCheckRepairOnEngineCrashImage(t *testing.T) {
+	ed := writeEngineData(t)
+	require.NoError(t, ed.d.Close())
+	// A torn append on the active segment of gz-0, as a crash leaves it.
+	gz := filepath.Join(ed.dir, "gz-0")
+	entries, err := os.ReadDir(gz)
+	require.NoError(t, err)
+	var last string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			last = filepath.Join(gz, e.Name())
+		}
+	}
+	st, err := os.Stat(last)
+	require.NoError(t, err)
+	f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write(bytes.Repeat([]byte{0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1, 0}, 3))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	var out bytes.Buffer
+	rep, err := Check(&out, ed.dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1, out.String())
+	assert.Equal(t, last, rep.Problems()[0].Path)
+	assert.Equal(t, st.Size(), rep.Problems()[0].Position)
+
+	out.Reset()
+	rep, err = Check(&out, ed.dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Equal(t, []string{"gz-0"}, rep.Repaired)
+	st2, err := os.Stat(last)
+	require.NoError(t, err)
+	assert.Equal(t, st.Size(), st2.Size())
+
+	// The repaired directory mounts again with the same log end.
+	d, err := engine.OpenLogDir(vfs.OS, ed.dir, engine.LogDirOptions{Logger: quiet(), ReadOnly: true})
+	require.NoError(t, err)
+	tp, err := d.Topic("gz")
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	assert.Equal(t, ed.leo["gz-0"], p.LogEndOffset())
+	require.NoError(t, d.Close())
+}
+
+func TestCheckRepairRefusesALockedDir(t *testing.T) {
+	ed := writeEngineData(t)
+	defer ed.d.Close()
+	gz := filepath.Join(ed.dir, "lat-0", "00000000000000000000.log")
+	f, err := os.OpenFile(gz, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 99, 1, 1, 1, 1, 1})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	var out bytes.Buffer
+	_, err = Check(&out, ed.dir, CheckOptions{Repair: true})
+	require.ErrorIs(t, err, engine.ErrLocked, "the mount holds the data dir")
+}
