@@ -137,34 +137,25 @@ func unlz4(src []byte, limit int, skipHC bool) ([]byte, error) {
 			out = append(out, blk...)
 			continue
 		}
+		// Room for a whole block; out grows geometrically (never past
+		// limit), so a stream of tiny blocks does not allocate per block.
 		room := min(maxBlock, limit-len(out))
-		var err error
-		if out, err = lz4Block(out, blk, room); err != nil {
+		if cap(out)-len(out) < room {
+			grown := make([]byte, len(out), min(max(2*cap(out), len(out)+room), limit))
+			copy(grown, out)
+			out = grown
+		}
+		l := len(out)
+		k, err := lz4.UncompressBlock(blk, out[l:l+room])
+		if err != nil {
 			if room < maxBlock {
 				return nil, errTooLarge(LZ4, len(src), limit)
 			}
 			return nil, fmt.Errorf("%w: lz4: %w", ErrCorrupt, err)
 		}
+		out = out[:l+k]
 	}
 	return out, nil
-}
-
-// lz4Block appends the decompression of blk (at most room bytes) to out. It
-// decodes in place when out has room, else through a pooled scratch buffer
-// so that out only grows by what the block really holds (a stream of tiny
-// blocks must not allocate room bytes per block).
-func lz4Block(out, blk []byte, room int) ([]byte, error) {
-	if l := len(out); cap(out)-l >= room {
-		k, err := lz4.UncompressBlock(blk, out[l:l+room])
-		return out[:l+k], err
-	}
-	sp := getScratch(room)
-	k, err := lz4.UncompressBlock(blk, (*sp)[:room])
-	if err == nil {
-		out = append(out, (*sp)[:k]...)
-	}
-	putScratch(sp)
-	return out, err
 }
 
 // XXH32 (part of the LZ4 frame format), little-endian input words.
