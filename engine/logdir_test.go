@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -529,4 +531,160 @@ func TestDeleteDirName(t *testing.T) {
 	_, ok := ParsePartitionDir(n)
 	assert.False(t, ok)
 	assert.NotEqual(t, n, deleteDirName("orders", 3), "unique")
+}
+
+// TestLogDirCrashAtEveryOp runs create/append/alter/delete/close on MemFS,
+// crashes at every mutating file operation in turn, reopens what the crash
+// model keeps (synced bytes and synced directory entries), and checks that
+// everything acknowledged before the crash survived and nothing is half done.
+func TestLogDirCrashAtEveryOp(t *testing.T) {
+	base := vfs.NewMem()
+	d, err := OpenLogDir(base, "/data", ldOpts())
+	require.NoError(t, err)
+	b, err := d.CreateTopic("b", 2)
+	require.NoError(t, err)
+	bp, err := b.Partition(1)
+	require.NoError(t, err)
+	_, _, err = bp.Append([]record.Record{{Timestamp: 1, Value: []byte("x")}, {Timestamp: 2, Value: []byte("y")}})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	defRetention := DefaultConfig().RetentionMs
+
+	type acks struct{ opened, created, flushed, altered, deleted, closed bool }
+	scenario := func(fsys vfs.FS) (a acks) {
+		d, err := OpenLogDir(fsys, "/data", ldOpts())
+		if err != nil {
+			return a
+		}
+		a.opened = true
+		defer func() {
+			if !a.closed {
+				_ = d.Close()
+			}
+		}()
+		tp, err := d.CreateTopic("a", 2)
+		if err != nil {
+			return a
+		}
+		a.created = true
+		p, err := tp.Partition(0)
+		if err != nil {
+			return a
+		}
+		if _, _, err := p.Append([]record.Record{{Timestamp: 5, Value: []byte("1")}, {Timestamp: 6, Value: []byte("2")}, {Timestamp: 7, Value: []byte("3")}}); err != nil {
+			return a
+		}
+		if p.Flush() != nil {
+			return a
+		}
+		a.flushed = true
+		if tp.AlterConfig(map[string]string{"retention.ms": "1234"}) != nil {
+			return a
+		}
+		a.altered = true
+		if d.DeleteTopic("b") != nil {
+			return a
+		}
+		a.deleted = true
+		a.closed = d.Close() == nil
+		return a
+	}
+
+	for n := int64(0); ; n++ {
+		mem := base.Crash()
+		inj := vfs.CrashAt(n)
+		a := scenario(vfs.NewErrorFS(mem, inj))
+		img := mem.Crash()
+		d, err := OpenLogDir(img, "/data", ldOpts())
+		require.NoError(t, err, "reopen after a crash at op %d", n)
+		names := ldNames(d.Topics())
+		if tp, err := d.Topic("a"); err == nil {
+			assert.Len(t, tp.Partitions(), 2, "op %d: topic a is whole", n)
+			p, err := tp.Partition(0)
+			require.NoError(t, err)
+			assert.Contains(t, []int64{0, 3}, p.LogEndOffset(), "op %d: the append is all or nothing", n)
+			if a.flushed {
+				assert.EqualValues(t, 3, p.LogEndOffset(), "op %d: a flushed append survives", n)
+			}
+			assert.Contains(t, []int64{defRetention, 1234}, tp.Config().RetentionMs, "op %d", n)
+			if a.altered {
+				assert.EqualValues(t, 1234, tp.Config().RetentionMs, "op %d: an acknowledged config change survives", n)
+			}
+		} else {
+			assert.False(t, a.created, "op %d: an acknowledged topic survives (topics %v)", n, names)
+		}
+		if tp, err := d.Topic("b"); err == nil {
+			assert.False(t, a.deleted, "op %d: an acknowledged delete is not undone", n)
+			assert.Len(t, tp.Partitions(), 2, "op %d: topic b is whole", n)
+			p, err := tp.Partition(1)
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, p.LogEndOffset(), "op %d", n)
+		} else {
+			assert.True(t, a.deleted || !ldExists(img, "/data/b-0"), "op %d", n)
+		}
+		require.NoError(t, d.Close())
+		if !inj.Crashed() {
+			assert.True(t, a.closed)
+			assert.Equal(t, []string{"a"}, names)
+			t.Logf("crashed at each of %d mutating operations", n)
+			break
+		}
+		require.Less(t, n, int64(2000), "the scenario should finish")
+	}
+}
+
+func TestLogDirFaults(t *testing.T) {
+	t.Run("persisting a config change fails", func(t *testing.T) {
+		mem := vfs.NewMem()
+		efs := vfs.NewErrorFS(mem, vfs.FailOnPath(TopicsConfigFile+".tmp", vfs.OpAny, syscall.ENOSPC))
+		d, err := OpenLogDir(efs, "/data", ldOpts())
+		require.NoError(t, err)
+		defer d.Close()
+		tp, err := d.CreateTopic("t", 1)
+		require.NoError(t, err)
+		err = tp.AlterConfig(map[string]string{"retention.ms": "5"})
+		require.ErrorIs(t, err, syscall.ENOSPC)
+		assert.Equal(t, DefaultConfig().RetentionMs, tp.Config().RetentionMs, "not applied when not persisted")
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		assert.Equal(t, DefaultConfig().RetentionMs, p.Config().RetentionMs)
+	})
+	t.Run("creating a partition fails", func(t *testing.T) {
+		mem := vfs.NewMem()
+		efs := vfs.NewErrorFS(mem, vfs.FailOnPath("/data/t-2", vfs.OpAny, syscall.EIO))
+		d, err := OpenLogDir(efs, "/data", ldOpts())
+		require.NoError(t, err)
+		defer d.Close()
+		_, err = d.CreateTopic("t", 3)
+		require.ErrorIs(t, err, syscall.EIO)
+		_, err = d.Topic("t")
+		assert.ErrorIs(t, err, ErrUnknownTopic)
+		for _, n := range ldListDir(t, mem, "/data") {
+			assert.False(t, strings.HasPrefix(n, "t-"), "nothing left behind: %s", n)
+		}
+	})
+	t.Run("a failed flush leaves no clean-shutdown marker", func(t *testing.T) {
+		mem := vfs.NewMem()
+		var fail atomic.Bool
+		efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) *vfs.Fault {
+			if fail.Load() && op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, ".log") {
+				return &vfs.Fault{Err: syscall.EIO}
+			}
+			return nil
+		}))
+		d, err := OpenLogDir(efs, "/data", ldOpts())
+		require.NoError(t, err)
+		tp, err := d.CreateTopic("t", 1)
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		_, _, err = p.Append([]record.Record{{Timestamp: 1, Value: []byte("v")}})
+		require.NoError(t, err)
+		fail.Store(true)
+		require.ErrorIs(t, d.Close(), syscall.EIO)
+		assert.False(t, ldExists(mem, "/data/"+CleanShutdownFile), "the next open must recover")
+		d2, err := OpenLogDir(mem, "/data", ldOpts())
+		require.NoError(t, err, "the lock was released despite the error")
+		require.NoError(t, d2.Close())
+	})
 }
