@@ -1,0 +1,420 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// appendNode is an append or append.jsonl file of a topic (partition -1:
+// records are partitioned by key) or of one partition. It is write-only and
+// always empty; each '\n'-terminated line written to it is one record.
+type appendNode struct {
+	fs.Inode
+	fsys      *fsys
+	topic     string
+	gen       uint64
+	partition int // -1: the topic-level file
+	jsonl     bool
+}
+
+var (
+	_ fs.NodeGetattrer = (*appendNode)(nil)
+	_ fs.NodeSetattrer = (*appendNode)(nil)
+	_ fs.NodeOpener    = (*appendNode)(nil)
+	_ fs.NodeWriter    = (*appendNode)(nil)
+	_ fs.NodeFlusher   = (*appendNode)(nil)
+	_ fs.NodeFsyncer   = (*appendNode)(nil)
+	_ fs.NodeReleaser  = (*appendNode)(nil)
+)
+
+func (a *appendNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | a.fsys.perm(0200)
+	out.Nlink = 1
+	a.fsys.setTimes(&out.Attr, a.fsys.mounted)
+	return 0
+}
+
+// Setattr accepts truncation to 0 (bash's "echo x > append" opens with
+// O_TRUNC, which arrives as SETATTR size=0) and time changes (touch) as
+// no-ops: appends never truncate. Anything else is EPERM.
+func (a *appendNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if a.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetMode(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetUID(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetGID(); ok {
+		return syscall.EPERM
+	}
+	return a.Getattr(ctx, f, out)
+}
+
+// Open opens for writing only (EACCES for reading). Writes bypass the page
+// cache (FOPEN_DIRECT_IO): each write(2) reaches Write at once, and the
+// kernel skips its per-write security xattr lookup (go-fuse-notes §2).
+func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if a.fsys.opts.ReadOnly {
+		return nil, 0, syscall.EROFS
+	}
+	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		return nil, 0, syscall.EACCES
+	}
+	t, err := a.fsys.topic(a.topic, a.gen)
+	if err != nil {
+		return nil, 0, syscall.ENOENT
+	}
+	h := &appendHandle{fsys: a.fsys, topic: t, jsonl: a.jsonl, fixed: -1}
+	cfg := t.Config()
+	if a.partition >= 0 {
+		p, err := t.Partition(a.partition)
+		if err != nil {
+			return nil, 0, syscall.ENOENT
+		}
+		h.fixed = a.partition
+		h.fixedLog = p
+		cfg = p.Config()
+	}
+	h.lc = lineConfig{parseKey: cfg.ParseKey, separator: cfg.KeySeparator, nullMarker: cfg.NullMarker}
+	h.maxMessage = cfg.MaxMessageBytes
+	h.checkSize = cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed"
+	h.batchSize = max(cfg.BatchSize, 1)
+	h.linger = time.Duration(max(cfg.LingerMs, 0)) * time.Millisecond
+	h.pending = map[int]*pendingBatch{}
+	h.sticky = int(a.fsys.sticky.Add(1))
+	a.fsys.addWriter(a.topic, 1)
+	return h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (a *appendNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := f.(*appendHandle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	return h.write(data)
+}
+
+func (a *appendNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	h, ok := f.(*appendHandle)
+	if !ok {
+		return 0
+	}
+	return h.flush()
+}
+
+func (a *appendNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	h, ok := f.(*appendHandle)
+	if !ok {
+		return 0
+	}
+	return h.fsync()
+}
+
+func (a *appendNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	h, ok := f.(*appendHandle)
+	if !ok {
+		return 0
+	}
+	if errno := h.flush(); errno != 0 {
+		a.fsys.log.Warn("fusefs: records of a closed append handle not appended", "topic", a.topic, "errno", errno)
+	}
+	a.fsys.addWriter(a.topic, -1)
+	return 0
+}
+
+// pendingBatch is the records a handle has buffered for one partition.
+type pendingBatch struct {
+	p     partitionLog
+	recs  []record.Record
+	bytes int64
+}
+
+// appendHandle is one open append file: its line framing and its batches.
+// Lines are framed per handle, so concurrent writers never interleave
+// inside a record. Complete lines are parsed and validated inside Write (so
+// the writer's write(2) reports a bad line) and buffered; a batch is
+// appended when it reaches batch.size, when linger.ms passes (a timer), on
+// every close (Flush) and on fsync (which also makes it durable).
+type appendHandle struct {
+	fsys       *fsys
+	topic      *engine.Topic
+	fixed      int // the partition of a partition-level file, -1 for the topic's
+	fixedLog   partitionLog
+	jsonl      bool
+	lc         lineConfig
+	maxMessage int64
+	checkSize  bool // records are stored uncompressed: check their size exactly
+	batchSize  int64
+	linger     time.Duration
+
+	mu      sync.Mutex // protects everything below
+	split   lineSplitter
+	pending map[int]*pendingBatch
+	sticky  int // keyless records of a topic-level file go here, round robin by batch
+	timer   *time.Timer
+	err     error // from a background (linger) append; returned by the next call
+	// skipping is set while the rest of a too-long line arrives.
+	skipping bool
+	touched  map[int]partitionLog // appended to since open (fsync flushes them)
+	written  map[int]partitionLog // appended to since the last close
+}
+
+// recordSize is the exact size of r alone in an uncompressed v2 batch.
+func recordSize(r *record.Record) int64 {
+	body := 1 + 1 + 1 // attributes, timestampDelta 0, offsetDelta 0
+	body += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		body += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return int64(record.HeaderSize + varintLen(int64(body)) + body)
+}
+
+func bytesLen(b []byte) int {
+	if b == nil {
+		return 1
+	}
+	return varintLen(int64(len(b))) + len(b)
+}
+
+// varintLen is the size of v as a zig-zag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+func (h *appendHandle) parse(line []byte) (record.Record, error) {
+	if h.jsonl {
+		return parseJSONLine(line)
+	}
+	return parsePlainLine(line, h.lc)
+}
+
+// write frames data into lines and buffers their records. Either every
+// complete line of data is accepted or none is (the errno says why).
+func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.takeErr(); err != nil {
+		return 0, h.fsys.errno("write", err)
+	}
+	if h.skipping {
+		// Inside a line already refused as too long: refuse the rest of it,
+		// including the write that ends it, so no tail of it becomes a
+		// record.
+		if bytes.IndexByte(data, '\n') >= 0 {
+			h.skipping = false
+		}
+		return 0, syscall.EMSGSIZE
+	}
+	lines, tail := h.split.split(data)
+	if int64(len(tail)) > h.maxMessage {
+		// An unterminated line that can never fit: drop what was buffered
+		// of it and refuse it up to its end.
+		h.split.set(nil)
+		h.skipping = true
+		return 0, syscall.EMSGSIZE
+	}
+	recs := make([]record.Record, 0, len(lines))
+	for _, l := range lines {
+		r, err := h.parse(l)
+		if err != nil {
+			return 0, h.fsys.errno("write", err)
+		}
+		if h.checkSize && recordSize(&r) > h.maxMessage {
+			return 0, syscall.EMSGSIZE
+		}
+		recs = append(recs, r)
+	}
+	h.split.set(tail)
+	if err := h.add(recs); err != nil {
+		return 0, h.fsys.errno("write", err)
+	}
+	return uint32(len(data)), 0
+}
+
+// add buffers recs and appends full batches. The caller holds h.mu.
+func (h *appendHandle) add(recs []record.Record) error {
+	var n int
+	if h.fixed < 0 {
+		n = len(h.topic.Partitions())
+		if n == 0 {
+			return engine.ErrUnknownPartition
+		}
+	}
+	for i := range recs {
+		id := h.fixed
+		if id < 0 {
+			if recs[i].Key != nil {
+				id = partitionForKey(recs[i].Key, n)
+			} else {
+				id = h.sticky % n
+			}
+		}
+		b := h.pending[id]
+		if b == nil {
+			p := h.fixedLog
+			if p == nil {
+				var err error
+				if p, err = h.topic.Partition(id); err != nil {
+					return err
+				}
+			}
+			b = &pendingBatch{p: p}
+			h.pending[id] = b
+		}
+		b.recs = append(b.recs, recs[i])
+		b.bytes += recordSize(&recs[i])
+		if b.bytes >= h.batchSize {
+			if err := h.appendBatch(id, b); err != nil {
+				return err
+			}
+		}
+	}
+	if h.linger == 0 {
+		return h.appendAll()
+	}
+	if len(h.pending) > 0 && h.timer == nil {
+		h.timer = time.AfterFunc(h.linger, h.lingerFlush)
+	}
+	return nil
+}
+
+// appendBatch appends b's records to its partition. The caller holds h.mu.
+func (h *appendHandle) appendBatch(id int, b *pendingBatch) error {
+	delete(h.pending, id)
+	if id == h.sticky%max(len(h.topic.Partitions()), 1) && h.fixed < 0 {
+		h.sticky++ // keyless records move on to the next partition
+	}
+	if h.touched == nil {
+		h.touched = map[int]partitionLog{}
+	}
+	h.touched[id] = b.p
+	if h.written == nil {
+		h.written = map[int]partitionLog{}
+	}
+	h.written[id] = b.p
+	_, _, err := b.p.Append(b.recs)
+	return err
+}
+
+// appendAll appends every buffered batch. The caller holds h.mu.
+func (h *appendHandle) appendAll() error {
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	var first error
+	for id, b := range h.pending {
+		if err := h.appendBatch(id, b); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (h *appendHandle) lingerFlush() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = nil
+	if err := h.appendAll(); err != nil && h.err == nil {
+		h.err = err
+	}
+}
+
+func (h *appendHandle) takeErr() error {
+	err := h.err
+	h.err = nil
+	return err
+}
+
+// flush commits a final unterminated line as a record and appends every
+// buffered batch: close(2) returns only after the records are visible.
+func (h *appendHandle) flush() syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var err error
+	h.skipping = false
+	if tail := h.split.take(); len(tail) > 0 {
+		r, perr := h.parse(tail)
+		switch {
+		case perr != nil:
+			err = perr
+		case h.checkSize && recordSize(&r) > h.maxMessage:
+			err = errTooLong
+		default:
+			err = h.add([]record.Record{r})
+		}
+	}
+	if aerr := h.appendAll(); err == nil {
+		err = aerr
+	}
+	if serr := h.takeErr(); err == nil {
+		err = serr
+	}
+	h.awaitNotified()
+	return h.fsys.errno("flush", err)
+}
+
+// notifyWait bounds how long close(2) waits for the kernel to learn of the
+// appended records (a notification could in theory wait on a page lock).
+const notifyWait = 200 * time.Millisecond
+
+// awaitNotified waits (bounded) until the views of the partitions this
+// handle appended to have been told of their growth. The caller holds h.mu.
+func (h *appendHandle) awaitNotified() {
+	var chans []chan struct{}
+	for _, p := range h.written {
+		if ch := h.fsys.notified(p); ch != nil {
+			chans = append(chans, ch)
+		}
+	}
+	h.written = nil
+	if len(chans) == 0 {
+		return
+	}
+	timeout := time.NewTimer(notifyWait)
+	defer timeout.Stop()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+// fsync appends what is buffered and flushes the partitions written to.
+func (h *appendHandle) fsync() syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := h.appendAll()
+	if serr := h.takeErr(); err == nil {
+		err = serr
+	}
+	for _, p := range h.touched {
+		if ferr := p.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	return h.fsys.errno("fsync", err)
+}

@@ -1,0 +1,72 @@
+// Package fusefs is topicfs's go-fuse node tree: it maps paths of the mount
+// to engine calls and engine errors to errnos (in one place, errno.go).
+//
+//	MOUNT/<topic>/               mkdir creates a topic (num.partitions partitions); rmdir deletes it
+//	    append, append.jsonl     write-only; partition by murmur2(key) like Kafka's producer
+//	    config                   name=value lines; write lines to alter (all or nothing)
+//	    <p>/append[.jsonl]       write-only, into partition p
+//	    <p>/records[.jsonl]      growing read-only views of every retained record
+//	    <p>/by-offset/<N>[.jsonl] view from offset N (resolved on lookup)
+//	    <p>/by-time/<T>[.jsonl]  view from time T: epoch ms, RFC 3339, or -15m/-2h/-7d/-30s
+//	    <p>/segments/            the partition directory's files, read-only raw bytes
+//	    <p>/stats                JSON: offsets, sizes, timestamps, policy state
+//
+// Usage:
+//
+//	srv, err := fusefs.Mount("/mnt/topics", logDir, fusefs.Options{Logger: log})
+//	if err != nil { ... }
+//	defer srv.Unmount()
+//	srv.Wait()
+//
+// Choices where DESIGN.md leaves room:
+//
+//   - rmdir TOPIC deletes the topic unless an append or config file of it is
+//     open for writing: then it fails with EBUSY (buffered records would be
+//     lost). Open views keep reading the segments they hold.
+//   - Partitions are added from the shell with `mkdir TOPIC/N` where N is the
+//     current partition count, or by writing num.partitions=N to config.
+//     Partitions never shrink (EINVAL).
+//   - Everything else that would change the namespace (rm, rmdir, mv, ln,
+//     mknod, creating files) is refused with EPERM (EROFS on a read-only
+//     mount) and changes nothing. Writes to views, stats and segments/ are
+//     EACCES (EROFS on a read-only mount).
+//   - Inode numbers are a 64-bit hash of the topic generation and the path,
+//     so they are stable across kernel forgets (tail -F never sees a
+//     "replaced" file) and change when a deleted topic is recreated.
+//   - by-offset/N is ENOENT below the log start and above the log end;
+//     by-offset/<log end> is an empty view that grows. by-time/T past the
+//     last record is an empty view that grows.
+//   - Plain append lines: without parse.key the line is the value; with it,
+//     key key.separator value, where a key or value equal to null.marker is
+//     null (a null value is a tombstone) and a line without the separator is
+//     EINVAL. Plain views print null keys and values as null.marker.
+//   - JSON lines: see appendJSONRecord and parseJSONLine. Non-UTF-8 keys and
+//     values are base64 with "key_encoding"/"value_encoding":"base64";
+//     headers are an object, or an array of {"key","value"} when keys repeat
+//     or bytes are not UTF-8. Unknown fields are EINVAL, so a typo cannot turn
+//     a record into a tombstone.
+//
+// Views. A view is a growing regular file. While it is open its content is
+// pinned (viewState): the segments it started with are retained, so
+// retention and compaction never change bytes already readable; newer
+// segments are added as the log grows. Reads are served through a sparse
+// rendered-position index per segment and format (segindex.go), built lazily
+// and incrementally and kept in a bounded LRU: after the index exists,
+// Getattr is O(segments) and a seek (tail -n, less +G, dd skip=) costs a
+// binary search plus at most one 64 KiB index interval of rendering. The
+// first stat of a view after mounting scans the partition once to build it.
+// Views use the page cache with FOPEN_KEEP_CACHE and a 1 s attribute
+// timeout; a notifier goroutine per partition with open views, woken by the
+// engine after each append and rate-limited to every 20 ms, calls
+// NotifyContent(oldSize, 0) so tail -f sees new records well within a
+// second. Aborted transactions are hidden using the .txnindex entries known
+// when a segment is indexed; control batches are never shown.
+//
+// Appends. Each open append file frames its own lines (writes may split
+// lines anywhere; offsets are ignored), parses and validates complete lines
+// inside write(2) (EINVAL, EMSGSIZE — nothing of a refused write is
+// applied), and batches records per partition up to batch.size; a timer
+// appends a batch after linger.ms, close(2) appends everything (including a
+// final unterminated line) before it returns, and fsync(2) also makes it
+// durable.
+package fusefs

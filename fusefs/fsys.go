@@ -1,0 +1,187 @@
+package fusefs
+
+import (
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// partitionLog is what the tree needs of a partition. *engine.Partition
+// satisfies it (checked below); tests may substitute their own.
+type partitionLog interface {
+	Topic() string
+	ID() int
+	Dir() string
+	Config() engine.Config
+	Append(recs []record.Record) (first, last int64, err error)
+	Flush() error
+	Snapshot() *engine.Snapshot
+	OffsetForTime(ts int64) (int64, error)
+	LogStartOffset() int64
+	LogEndOffset() int64
+	RecoveryPoint() int64
+	Segments() []engine.SegmentInfo
+	Subscribe() (<-chan struct{}, func())
+	Stats() engine.PartitionStats
+}
+
+var _ partitionLog = (*engine.Partition)(nil)
+
+// fsys is the state shared by every node of one mount.
+type fsys struct {
+	d       *engine.LogDir
+	opts    Options
+	log     *slog.Logger
+	mounted time.Time
+	cache   *indexCache
+	sticky  atomic.Int64 // where the next handle's keyless records start (round robin)
+
+	mu struct {
+		sync.Mutex
+		gens    map[string]uint64           // topic → generation, bumped when it is deleted
+		parts   map[partitionLog]*partState // partitions with view or notifier state
+		writers map[string]int              // topic → open append/config write handles
+	}
+}
+
+func newFsys(d *engine.LogDir, opts Options) *fsys {
+	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(indexCacheEntries)}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	f.mu.gens = map[string]uint64{}
+	f.mu.parts = map[partitionLog]*partState{}
+	f.mu.writers = map[string]int{}
+	return f
+}
+
+// errno maps err for operation op (see errno.go).
+func (f *fsys) errno(op string, err error) syscall.Errno { return toErrno(f.log, op, err) }
+
+// refuse is the errno for a change the tree does not allow: EROFS on a
+// read-only mount, else EPERM.
+func (f *fsys) refuse() syscall.Errno {
+	if f.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return syscall.EPERM
+}
+
+// gen returns the generation of topic: 0 until it is first deleted.
+func (f *fsys) gen(topic string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.gens[topic]
+}
+
+// ino is the inode number of a path under a topic generation: a 64-bit
+// FNV-1a hash of the generation and the path components. It is the same
+// whenever the same name is looked up again (after FORGET too, so tail -F
+// never sees a replaced file), differs for a recreated topic, and is never
+// 0, 1 (the root) or ^0.
+func ino(gen uint64, parts ...string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(strconv.FormatUint(gen, 10)))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	v := h.Sum64()
+	if v <= 1 || v == ^uint64(0) {
+		v += 2
+	}
+	return v
+}
+
+// partLoc names a partition as the tree sees it.
+type partLoc struct {
+	topic string
+	gen   uint64
+	id    int
+}
+
+func (l partLoc) ino(rest ...string) uint64 {
+	return ino(l.gen, append([]string{l.topic, strconv.Itoa(l.id)}, rest...)...)
+}
+
+// topic resolves the topic of generation gen; a deleted (or deleted and
+// recreated) topic is ErrUnknownTopic.
+func (f *fsys) topic(name string, gen uint64) (*engine.Topic, error) {
+	if f.gen(name) != gen {
+		return nil, engine.ErrUnknownTopic
+	}
+	return f.d.Topic(name)
+}
+
+// partition resolves l to the engine partition and its view state.
+func (f *fsys) partition(l partLoc) (partitionLog, *partState, error) {
+	t, err := f.topic(l.topic, l.gen)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := t.Partition(l.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, f.partState(p), nil
+}
+
+// partState returns the view state of p, creating it on first use.
+func (f *fsys) partState(p partitionLog) *partState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ps := f.mu.parts[p]
+	if ps == nil {
+		ps = newPartState(f, p)
+		f.mu.parts[p] = ps
+	}
+	return ps
+}
+
+// notified returns a channel closed once the views of p that the kernel
+// knows have been told of its growth, or nil if there are none.
+func (f *fsys) notified(p partitionLog) chan struct{} {
+	f.mu.Lock()
+	ps := f.mu.parts[p]
+	f.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	return ps.notified()
+}
+
+// addWriter counts an open write handle on topic (rmdir refuses while any).
+func (f *fsys) addWriter(topic string, delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.writers[topic] += delta
+	if f.mu.writers[topic] <= 0 {
+		delete(f.mu.writers, topic)
+	}
+}
+
+// deleteTopic deletes topic unless a write handle is open on it (EBUSY).
+func (f *fsys) deleteTopic(name string) syscall.Errno {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.writers[name] > 0 {
+		return syscall.EBUSY
+	}
+	if err := f.d.DeleteTopic(name); err != nil {
+		return f.errno("rmdir", err)
+	}
+	f.mu.gens[name]++
+	for p := range f.mu.parts {
+		if p.Topic() == name {
+			delete(f.mu.parts, p) // open views keep their partState and segments
+		}
+	}
+	return 0
+}

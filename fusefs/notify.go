@@ -1,0 +1,177 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// notifyInterval is the least time between two rounds of size updates of a
+// partition's open views (go-fuse-notes §1 recommends 10–50 ms): tail -f and
+// less +F see growth well within a second, and a busy partition costs at
+// most 50 notification rounds a second.
+const notifyInterval = 20 * time.Millisecond
+
+// partState is the mount's per-partition state: the views open on it and
+// the notifier goroutine that tells the kernel when they grow.
+type partState struct {
+	fsys *fsys
+	p    partitionLog
+
+	mu struct {
+		sync.Mutex
+		views   map[*viewNode]struct{} // views the kernel knows (looked up, not forgotten)
+		running bool                   // a notifier goroutine runs
+		stop    chan struct{}
+		kick    chan struct{}   // wakes the notifier for a waiting closer
+		waiters []chan struct{} // closed after the next notification round
+	}
+}
+
+func newPartState(f *fsys, p partitionLog) *partState {
+	ps := &partState{fsys: f, p: p}
+	ps.mu.views = map[*viewNode]struct{}{}
+	return ps
+}
+
+// notified returns a channel closed once the notifier has told the kernel
+// about everything appended so far, or nil if no view of the partition is
+// known to the kernel. An append handle's close waits on it (bounded), so
+// "echo x >> append; cat records" never reads a cached, shorter size.
+func (ps *partState) notified() chan struct{} {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if !ps.mu.running {
+		return nil
+	}
+	ch := make(chan struct{})
+	ps.mu.waiters = append(ps.mu.waiters, ch)
+	select {
+	case ps.mu.kick <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// logCorrupt reports a failed read of a segment with the segment and
+// position, once per failing read (the errno is EIO, or ENOENT...).
+func (ps *partState) logCorrupt(seg segmentReader, pos int64, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, record.ErrTruncated) {
+		err = errors.Join(engine.ErrCorrupt, err)
+	}
+	ps.fsys.log.Error("fusefs: cannot read record batch",
+		"topic", ps.p.Topic(), "partition", ps.p.ID(), "segment", seg.LogPath(), "position", pos, "err", err)
+}
+
+// watch registers v (which the kernel just looked up) for growth
+// notifications and starts the notifier if it is not running.
+func (ps *partState) watch(v *viewNode) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.mu.views[v] = struct{}{}
+	if !ps.mu.running {
+		ps.mu.running = true
+		ps.mu.stop = make(chan struct{})
+		ps.mu.kick = make(chan struct{}, 1)
+		go ps.notifier(ps.mu.stop, ps.mu.kick)
+	}
+}
+
+// unwatch removes v (forgotten by the kernel); the notifier stops with the
+// last view.
+func (ps *partState) unwatch(v *viewNode) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.mu.views, v)
+	if len(ps.mu.views) == 0 && ps.mu.running {
+		ps.mu.running = false
+		close(ps.mu.stop)
+	}
+}
+
+// notifier waits for appends to the partition and then, at most every
+// notifyInterval, brings the open views up to date and tells the kernel
+// with NotifyContent(oldSize, 0): that drops the cached attributes (so the
+// next fstat of tail -f sees the new size) and the page holding the old end
+// (so no stale, NUL-padded last page is served), keeping older pages. It
+// runs outside every FUSE handler, as notifications from inside one can
+// deadlock the kernel (go-fuse-notes §5).
+func (ps *partState) notifier(stop, kick chan struct{}) {
+	ch, cancel := ps.p.Subscribe()
+	defer cancel()
+	ticker := time.NewTicker(time.Second) // a safety net for missed signals
+	defer ticker.Stop()
+	lastEnd := ps.p.LogEndOffset()
+	for {
+		select {
+		case <-stop:
+			ps.releaseWaiters()
+			return
+		case <-ch:
+		case <-kick:
+		case <-ticker.C:
+		}
+		ps.mu.Lock()
+		waiters := ps.mu.waiters
+		ps.mu.waiters = nil
+		ps.mu.Unlock()
+		end := ps.p.LogEndOffset()
+		ps.notifyViews(end != lastEnd)
+		lastEnd = end
+		for _, w := range waiters {
+			close(w)
+		}
+		select {
+		case <-stop:
+			ps.releaseWaiters()
+			return
+		case <-time.After(notifyInterval):
+		}
+	}
+}
+
+func (ps *partState) releaseWaiters() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, w := range ps.mu.waiters {
+		close(w)
+	}
+	ps.mu.waiters = nil
+}
+
+// notifyViews brings open views up to date and notifies their growth; if
+// the log grew, it also drops the cached attributes (and last page) of the
+// views the kernel knows but nobody has open, whose size it cannot know
+// without rendering.
+func (ps *partState) notifyViews(grew bool) {
+	ps.mu.Lock()
+	views := make([]*viewNode, 0, len(ps.mu.views))
+	for v := range ps.mu.views {
+		views = append(views, v)
+	}
+	ps.mu.Unlock()
+	for _, v := range views {
+		st := v.openState()
+		if st == nil {
+			if grew {
+				if size, ok := v.lastSeenSize(); ok {
+					v.NotifyContent(size, 0)
+				}
+			}
+			continue
+		}
+		oldSize, newSize, err := st.refresh(context.Background())
+		if err != nil || newSize == oldSize {
+			continue
+		}
+		v.NotifyContent(oldSize, 0) // ENOENT when the kernel forgot the inode: harmless
+	}
+}

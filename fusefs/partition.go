@@ -1,0 +1,156 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// partitionNode is a partition directory.
+type partitionNode struct {
+	dirBase
+	loc partLoc
+}
+
+var (
+	_ fs.NodeLookuper  = (*partitionNode)(nil)
+	_ fs.NodeReaddirer = (*partitionNode)(nil)
+)
+
+// partitionEntries are the fixed names of a partition directory.
+var partitionEntries = []struct {
+	name string
+	mode uint32
+}{
+	{"append", syscall.S_IFREG},
+	{"append.jsonl", syscall.S_IFREG},
+	{"records", syscall.S_IFREG},
+	{"records.jsonl", syscall.S_IFREG},
+	{"by-offset", syscall.S_IFDIR},
+	{"by-time", syscall.S_IFDIR},
+	{"segments", syscall.S_IFDIR},
+	{"stats", syscall.S_IFREG},
+}
+
+func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if _, _, err := p.fsys.partition(p.loc); err != nil {
+		return nil, syscall.ENOENT
+	}
+	var node fs.InodeEmbedder
+	mode := uint32(syscall.S_IFREG)
+	switch name {
+	case "append", "append.jsonl":
+		node = &appendNode{fsys: p.fsys, topic: p.loc.topic, gen: p.loc.gen, partition: p.loc.id, jsonl: name == "append.jsonl"}
+	case "records", "records.jsonl":
+		node = &viewNode{fsys: p.fsys, loc: p.loc, kind: viewRecords, jsonl: name == "records.jsonl"}
+	case "stats":
+		node = &statsNode{fsys: p.fsys, loc: p.loc}
+	case "by-offset":
+		node, mode = &byOffsetDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+	case "by-time":
+		node, mode = &byTimeDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+	case "segments":
+		node, mode = &segmentsDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+	default:
+		return nil, syscall.ENOENT
+	}
+	ch := p.NewInode(ctx, node, fs.StableAttr{Mode: mode, Ino: p.loc.ino(name), Gen: p.loc.gen + 1})
+	return ch, entry(ctx, ch.Operations(), out)
+}
+
+func (p *partitionNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	if _, _, err := p.fsys.partition(p.loc); err != nil {
+		return nil, syscall.ENOENT
+	}
+	entries := make([]fuse.DirEntry, 0, len(partitionEntries))
+	for _, e := range partitionEntries {
+		entries = append(entries, fuse.DirEntry{Name: e.name, Mode: e.mode, Ino: p.loc.ino(e.name)})
+	}
+	return listDir(entries), 0
+}
+
+// byOffsetDir resolves by-offset/<N>[.jsonl] on lookup. It lists only the
+// log start and log end offsets as examples; any offset in between works.
+type byOffsetDir struct {
+	dirBase
+	loc partLoc
+}
+
+var (
+	_ fs.NodeLookuper  = (*byOffsetDir)(nil)
+	_ fs.NodeReaddirer = (*byOffsetDir)(nil)
+)
+
+func (d *byOffsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	off, jsonl, err := parseByOffset(name)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	pl, _, err := d.fsys.partition(d.loc)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	if off < pl.LogStartOffset() || off > pl.LogEndOffset() {
+		return nil, syscall.ENOENT
+	}
+	n := &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByOffset, jsonl: jsonl, offset: off}
+	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name), Gen: d.loc.gen + 1})
+	return ch, entry(ctx, ch.Operations(), out)
+}
+
+func (d *byOffsetDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	pl, _, err := d.fsys.partition(d.loc)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	var entries []fuse.DirEntry
+	offs := []int64{pl.LogStartOffset()}
+	if end := pl.LogEndOffset(); end != offs[0] {
+		offs = append(offs, end)
+	}
+	for _, off := range offs {
+		for _, jsonl := range []bool{false, true} {
+			name := formatOffsetName(off, jsonl)
+			entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name)})
+		}
+	}
+	return listDir(entries), 0
+}
+
+// byTimeDir resolves by-time/<T>[.jsonl] on lookup; it lists nothing (any
+// epoch-ms, RFC 3339 or relative name works).
+type byTimeDir struct {
+	dirBase
+	loc partLoc
+}
+
+var (
+	_ fs.NodeLookuper  = (*byTimeDir)(nil)
+	_ fs.NodeReaddirer = (*byTimeDir)(nil)
+)
+
+func (d *byTimeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	spec, jsonl, err := parseByTime(name)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	if _, _, err := d.fsys.partition(d.loc); err != nil {
+		return nil, syscall.ENOENT
+	}
+	n := &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByTime, jsonl: jsonl, tspec: spec}
+	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-time", name), Gen: d.loc.gen + 1})
+	if spec.relative {
+		// The start moves with the clock: do not let the kernel keep the
+		// entry (and its size) for long.
+		out.SetEntryTimeout(time.Millisecond)
+		out.SetAttrTimeout(time.Millisecond)
+	}
+	return ch, entry(ctx, ch.Operations(), out)
+}
+
+func (d *byTimeDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return listDir(nil), 0
+}

@@ -1,0 +1,79 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// rootNode is the mount's root: one directory per topic. mkdir creates a
+// topic, rmdir deletes one.
+type rootNode struct {
+	dirBase
+}
+
+var (
+	_ fs.NodeLookuper  = (*rootNode)(nil)
+	_ fs.NodeReaddirer = (*rootNode)(nil)
+	_ fs.NodeMkdirer   = (*rootNode)(nil)
+	_ fs.NodeRmdirer   = (*rootNode)(nil)
+)
+
+func newRoot(f *fsys) *rootNode { return &rootNode{dirBase{fsys: f}} }
+
+func (r *rootNode) topicChild(ctx context.Context, name string, out *fuse.EntryOut) *fs.Inode {
+	gen := r.fsys.gen(name)
+	n := &topicNode{dirBase: dirBase{fsys: r.fsys}, name: name, gen: gen}
+	ch := r.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(gen, name), Gen: gen + 1})
+	r.fsys.dirAttr(&out.Attr)
+	return ch
+}
+
+func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if _, err := r.fsys.d.Topic(name); err != nil {
+		return nil, syscall.ENOENT
+	}
+	return r.topicChild(ctx, name, out), 0
+}
+
+func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	topics := r.fsys.d.Topics()
+	entries := make([]fuse.DirEntry, 0, len(topics))
+	for _, t := range topics {
+		name := t.Name()
+		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(r.fsys.gen(name), name)})
+	}
+	return listDir(entries), 0
+}
+
+// Mkdir creates a topic with its configured partition count
+// (num.partitions: the default, or the topic's [topics.NAME] override).
+func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if r.fsys.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	t, err := r.fsys.d.CreateTopic(name, 1)
+	if err != nil {
+		return nil, r.fsys.errno("mkdir", err)
+	}
+	// The effective config (with the topic's overrides) is known only once
+	// the topic exists: grow it to its num.partitions.
+	if n := t.Config().NumPartitions; n > 1 {
+		if err := t.AddPartitions(int(n)); err != nil {
+			return nil, r.fsys.errno("mkdir", err)
+		}
+	}
+	return r.topicChild(ctx, name, out), 0
+}
+
+// Rmdir deletes a topic, unless one of its append or config files is open
+// for writing (EBUSY): buffered records of an open writer would otherwise be
+// lost or land in a recreated topic. Open views keep reading what they hold.
+func (r *rootNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if r.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return r.fsys.deleteTopic(name)
+}

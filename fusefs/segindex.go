@@ -1,0 +1,267 @@
+package fusefs
+
+import (
+	"container/list"
+	"context"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/index"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// segmentReader is what a view reads of a segment. *engine.Segment
+// satisfies it.
+type segmentReader interface {
+	BaseOffset() int64
+	NextOffset() int64
+	Size() int64
+	ReadBatch(pos int64, buf []byte) (record.Batch, error)
+	FindOffset(target int64) (int64, error)
+	AbortedTxns() []index.AbortedTxn
+	Retain()
+	Release()
+	LogPath() string
+}
+
+var _ segmentReader = (*engine.Segment)(nil)
+
+// checkpointInterval is the rendered distance between two checkpoints of a
+// segment index: a seek renders at most this much (plus one batch) before
+// the wanted position. 64 KiB keeps a 1 GiB segment's index near 16k
+// entries (256 KiB) while a seek costs well under a millisecond.
+const checkpointInterval = 64 << 10
+
+// indexCacheEntries bounds the number of segment indexes kept (LRU). An
+// evicted index is rebuilt by scanning its segment once more.
+const indexCacheEntries = 128
+
+// segKey identifies a segment index: the segment and the rendering. Every
+// view of the segment in that format shares it; a view that starts inside
+// the segment skips the rendered bytes before its first offset.
+type segKey struct {
+	seg    segmentReader
+	format viewFormat
+}
+
+// checkpoint maps a rendered position (relative to the segment's rendered
+// start) to the file position of the batch that starts there.
+type checkpoint struct {
+	rpos int64
+	fpos int64
+}
+
+// segIndex is the sparse rendered-position index of one segment in one
+// format, built lazily and incrementally: batches below scanned have been
+// rendered once and measured. Safe for concurrent use.
+type segIndex struct {
+	key segKey
+
+	mu struct {
+		sync.Mutex
+		cps     []checkpoint // cps[0] is {0, 0}
+		scanned int64        // file position: every batch below it is indexed
+		rlen    int64        // rendered bytes of the batches below scanned
+	}
+}
+
+// extend indexes the batches of the segment up to file position limit
+// (a committed size of the segment) and returns the indexed file position
+// and the rendered length up to it.
+func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log logFunc) (scanned, rlen int64, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.cps == nil {
+		x.mu.cps = []checkpoint{{0, 0}}
+	}
+	var (
+		buf  []byte
+		out  []byte
+		recs []record.Record
+	)
+	for x.mu.scanned < limit {
+		if err := ctx.Err(); err != nil {
+			return x.mu.scanned, x.mu.rlen, err
+		}
+		b, err := x.key.seg.ReadBatch(x.mu.scanned, buf)
+		if err != nil {
+			log(x.key.seg, x.mu.scanned, err)
+			return x.mu.scanned, x.mu.rlen, err
+		}
+		buf = b.Raw[:cap(b.Raw)]
+		out, recs, err = renderBatch(out[:0], &b, x.key.format, ab, recs)
+		if err != nil {
+			log(x.key.seg, x.mu.scanned, err)
+			return x.mu.scanned, x.mu.rlen, err
+		}
+		last := x.mu.cps[len(x.mu.cps)-1]
+		if x.mu.rlen-last.rpos >= checkpointInterval {
+			x.mu.cps = append(x.mu.cps, checkpoint{x.mu.rlen, x.mu.scanned})
+		}
+		x.mu.scanned += int64(b.Size())
+		x.mu.rlen += int64(len(out))
+	}
+	return x.mu.scanned, x.mu.rlen, nil
+}
+
+// locate returns the last checkpoint at or before rendered position rel.
+// The index must already cover rel.
+func (x *segIndex) locate(rel int64) checkpoint {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cps := x.mu.cps
+	i := sort.Search(len(cps), func(i int) bool { return cps[i].rpos > rel })
+	if i == 0 {
+		return checkpoint{}
+	}
+	return cps[i-1]
+}
+
+// renderedBefore returns the rendered length of the segment's records
+// below offset from: where a view starting at from begins in the segment's
+// rendering. It costs a FindOffset, a binary search and at most one index
+// interval of rendering. The index must cover the segment up to limit, and
+// from's batch must lie below limit (or at it).
+func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc) (int64, error) {
+	seg := x.key.seg
+	fpos, err := seg.FindOffset(from)
+	if err != nil {
+		return 0, err
+	}
+	x.mu.Lock()
+	cps, scanned, rlen := x.mu.cps, x.mu.scanned, x.mu.rlen
+	x.mu.Unlock()
+	if fpos >= scanned {
+		return rlen, nil
+	}
+	i := sort.Search(len(cps), func(i int) bool { return cps[i].fpos > fpos })
+	cp := checkpoint{}
+	if i > 0 {
+		cp = cps[i-1]
+	}
+	var (
+		buf  []byte
+		out  []byte
+		recs []record.Record
+	)
+	r := cp.rpos
+	for pos := cp.fpos; pos <= fpos && pos < scanned; {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		b, err := seg.ReadBatch(pos, buf)
+		if err != nil {
+			log(seg, pos, err)
+			return 0, err
+		}
+		buf = b.Raw[:cap(b.Raw)]
+		hi := int64(math.MaxInt64)
+		if pos == fpos {
+			hi = from // only the records of from's batch that come before it
+		}
+		out, recs, err = renderBatchRange(out[:0], &b, x.key.format, hi, ab, recs)
+		if err != nil {
+			log(seg, pos, err)
+			return 0, err
+		}
+		r += int64(len(out))
+		pos += int64(b.Size())
+	}
+	return r, nil
+}
+
+// renderBatch appends the rendering of the shown records of b: none for a
+// control batch, none of an aborted transaction.
+func renderBatch(dst []byte, b *record.Batch, f viewFormat, ab *abortedSet, recs []record.Record) ([]byte, []record.Record, error) {
+	return renderBatchRange(dst, b, f, math.MaxInt64, ab, recs)
+}
+
+// renderBatchRange renders the shown records of b with offsets below hi.
+func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet, recs []record.Record) ([]byte, []record.Record, error) {
+	if b.IsControl() {
+		return dst, recs, nil
+	}
+	recs, err := b.Records(recs[:0])
+	if err != nil {
+		return dst, recs, err
+	}
+	txn := b.IsTransactional() && !ab.empty()
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset >= hi {
+			break
+		}
+		if txn && ab.aborted(b.ProducerID, r.Offset) {
+			continue
+		}
+		dst = f.appendRecord(dst, r)
+	}
+	return dst, recs, nil
+}
+
+// abortedSet is the union of the aborted transactions of a partition's
+// segments (their .txnindex files): a record of a transactional batch is
+// hidden when an aborted transaction of its producer covers its offset.
+type abortedSet struct {
+	byProducer map[int64][]index.AbortedTxn
+}
+
+func newAbortedSet(segs []segmentReader) *abortedSet {
+	var ab abortedSet
+	for _, s := range segs {
+		for _, t := range s.AbortedTxns() {
+			if ab.byProducer == nil {
+				ab.byProducer = map[int64][]index.AbortedTxn{}
+			}
+			ab.byProducer[t.ProducerID] = append(ab.byProducer[t.ProducerID], t)
+		}
+	}
+	return &ab
+}
+
+func (a *abortedSet) empty() bool { return a == nil || len(a.byProducer) == 0 }
+
+func (a *abortedSet) aborted(producer, offset int64) bool {
+	for _, t := range a.byProducer[producer] {
+		if offset >= t.FirstOffset && offset <= t.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// logFunc reports a read error of a segment at a file position.
+type logFunc func(seg segmentReader, pos int64, err error)
+
+// indexCache holds the segment indexes of a mount, least recently used
+// first out. Safe for concurrent use.
+type indexCache struct {
+	mu    sync.Mutex
+	max   int
+	lru   *list.List // of *segIndex, front = most recent
+	elems map[segKey]*list.Element
+}
+
+func newIndexCache(max int) *indexCache {
+	return &indexCache{max: max, lru: list.New(), elems: map[segKey]*list.Element{}}
+}
+
+// get returns the index for k, creating an empty one.
+func (c *indexCache) get(k segKey) *segIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.elems[k]; ok {
+		c.lru.MoveToFront(e)
+		return e.Value.(*segIndex)
+	}
+	x := &segIndex{key: k}
+	c.elems[k] = c.lru.PushFront(x)
+	for c.lru.Len() > c.max {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.elems, old.Value.(*segIndex).key)
+	}
+	return x
+}

@@ -1,0 +1,175 @@
+package fusefs
+
+import (
+	"context"
+	"encoding/json"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/policies"
+)
+
+// statsNode is a partition's stats file: one JSON object, rendered when the
+// file is opened.
+type statsNode struct {
+	fs.Inode
+	fsys *fsys
+	loc  partLoc
+}
+
+var (
+	_ fs.NodeGetattrer = (*statsNode)(nil)
+	_ fs.NodeSetattrer = (*statsNode)(nil)
+	_ fs.NodeOpener    = (*statsNode)(nil)
+	_ fs.NodeReader    = (*statsNode)(nil)
+)
+
+// partitionStats is the stats file's JSON. Field names are part of the
+// user contract (scripts parse them).
+type partitionStats struct {
+	Topic          string                   `json:"topic"`
+	Partition      int                      `json:"partition"`
+	LogStartOffset int64                    `json:"log_start_offset"`
+	LogEndOffset   int64                    `json:"log_end_offset"`
+	SizeBytes      int64                    `json:"size_bytes"`
+	SegmentCount   int                      `json:"segment_count"`
+	FirstTimestamp int64                    `json:"first_timestamp"` // -1: empty
+	LastTimestamp  int64                    `json:"last_timestamp"`  // -1: empty
+	RecoveryPoint  int64                    `json:"recovery_point"`
+	ActiveSegment  *engine.SegmentInfo      `json:"active_segment,omitempty"`
+	Counters       engine.PartitionStats    `json:"counters"`
+	Policies       *policies.PartitionState `json:"policies"`
+	Explanations   []string                 `json:"explanations,omitempty"`
+}
+
+func (s *statsNode) render() ([]byte, error) {
+	p, _, err := s.fsys.partition(s.loc)
+	if err != nil {
+		return nil, err
+	}
+	st := partitionStats{
+		Topic:          s.loc.topic,
+		Partition:      s.loc.id,
+		LogStartOffset: p.LogStartOffset(),
+		LogEndOffset:   p.LogEndOffset(),
+		FirstTimestamp: -1,
+		LastTimestamp:  -1,
+		RecoveryPoint:  p.RecoveryPoint(),
+		Counters:       p.Stats(),
+	}
+	infos := p.Segments()
+	st.SegmentCount = len(infos)
+	for i := range infos {
+		st.SizeBytes += infos[i].Size
+		if infos[i].NextOffset > infos[i].BaseOffset && infos[i].MaxTimestamp > st.LastTimestamp {
+			st.LastTimestamp = infos[i].MaxTimestamp
+		}
+		if infos[i].Active {
+			a := infos[i]
+			st.ActiveSegment = &a
+		}
+	}
+	st.FirstTimestamp = firstTimestamp(p)
+	if s.fsys.opts.State != nil {
+		if ps, ok := s.fsys.opts.State(s.loc.topic, s.loc.id); ok {
+			st.Policies = &ps
+			st.Explanations = ps.Explanations
+		}
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// firstTimestamp is the timestamp of the first retained record, -1 if none.
+func firstTimestamp(p partitionLog) int64 {
+	snap := p.Snapshot()
+	defer snap.Release()
+	start := snap.LogStartOffset
+	for _, seg := range snap.Segments {
+		if seg.NextOffset() <= start {
+			continue
+		}
+		pos, err := seg.FindOffset(start)
+		if err != nil {
+			return -1
+		}
+		for pos < seg.Size() {
+			b, err := seg.ReadBatch(pos, nil)
+			if err != nil {
+				return -1
+			}
+			pos += int64(b.Size())
+			if b.IsControl() {
+				continue
+			}
+			recs, err := b.Records(nil)
+			if err != nil {
+				return -1
+			}
+			for _, r := range recs {
+				if r.Offset >= start {
+					return r.Timestamp
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func (s *statsNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := f.(*statsHandle); ok {
+		out.Size = uint64(len(h.content))
+	} else {
+		b, err := s.render()
+		if err != nil {
+			return s.fsys.errno("getattr", err)
+		}
+		out.Size = uint64(len(b))
+	}
+	out.Mode = syscall.S_IFREG | 0444
+	out.Nlink = 1
+	s.fsys.setTimes(&out.Attr, s.fsys.mounted)
+	return 0
+}
+
+func (s *statsNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if s.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return syscall.EACCES
+}
+
+type statsHandle struct{ content []byte }
+
+// Open renders the stats once for the handle; reads bypass the page cache
+// (FOPEN_DIRECT_IO) as the size changes with every append.
+func (s *statsNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if s.fsys.opts.ReadOnly {
+			return nil, 0, syscall.EROFS
+		}
+		return nil, 0, syscall.EACCES
+	}
+	b, err := s.render()
+	if err != nil {
+		return nil, 0, s.fsys.errno("open stats", err)
+	}
+	return &statsHandle{content: b}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (s *statsNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := f.(*statsHandle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	if off >= int64(len(h.content)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.content[off:min(int64(len(h.content)), off+int64(len(dest)))]), 0
+}

@@ -1,0 +1,111 @@
+package fusefs
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// topicNode is a topic directory: append, append.jsonl, config and one
+// directory per partition. mkdir TOPIC/N with N the current partition count
+// adds partition N (as does writing num.partitions=N+1 to config).
+type topicNode struct {
+	dirBase
+	name string
+	gen  uint64
+}
+
+var (
+	_ fs.NodeLookuper  = (*topicNode)(nil)
+	_ fs.NodeReaddirer = (*topicNode)(nil)
+	_ fs.NodeMkdirer   = (*topicNode)(nil)
+)
+
+// parsePartitionName accepts canonical decimal partition ids ("0", "12").
+func parsePartitionName(name string) (int, bool) {
+	id, err := strconv.Atoi(name)
+	if err != nil || id < 0 || strconv.Itoa(id) != name {
+		return 0, false
+	}
+	return id, true
+}
+
+func (t *topicNode) partitionChild(ctx context.Context, id int, out *fuse.EntryOut) *fs.Inode {
+	loc := partLoc{topic: t.name, gen: t.gen, id: id}
+	n := &partitionNode{dirBase: dirBase{fsys: t.fsys}, loc: loc}
+	ch := t.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: loc.ino(), Gen: t.gen + 1})
+	t.fsys.dirAttr(&out.Attr)
+	return ch
+}
+
+func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	topic, err := t.fsys.topic(t.name, t.gen)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	var node fs.InodeEmbedder
+	switch name {
+	case "append", "append.jsonl":
+		node = &appendNode{fsys: t.fsys, topic: t.name, gen: t.gen, partition: -1, jsonl: name == "append.jsonl"}
+	case "config":
+		node = &configNode{fsys: t.fsys, topic: t.name, gen: t.gen}
+	default:
+		id, ok := parsePartitionName(name)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		if _, err := topic.Partition(id); err != nil {
+			return nil, syscall.ENOENT
+		}
+		return t.partitionChild(ctx, id, out), 0
+	}
+	ch := t.NewInode(ctx, node, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, name), Gen: t.gen + 1})
+	return ch, entry(ctx, ch.Operations(), out)
+}
+
+func (t *topicNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	topic, err := t.fsys.topic(t.name, t.gen)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	entries := []fuse.DirEntry{
+		{Name: "append", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append")},
+		{Name: "append.jsonl", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append.jsonl")},
+		{Name: "config", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "config")},
+	}
+	for _, p := range topic.Partitions() {
+		loc := partLoc{topic: t.name, gen: t.gen, id: p.ID()}
+		entries = append(entries, fuse.DirEntry{Name: strconv.Itoa(p.ID()), Mode: syscall.S_IFDIR, Ino: loc.ino()})
+	}
+	return listDir(entries), 0
+}
+
+// Mkdir adds the next partition: the name must be the current partition
+// count (EEXIST for an existing one, EINVAL for a gap or a non-number).
+func (t *topicNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if t.fsys.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	topic, err := t.fsys.topic(t.name, t.gen)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	id, ok := parsePartitionName(name)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	n := len(topic.Partitions())
+	switch {
+	case id < n:
+		return nil, syscall.EEXIST
+	case id > n:
+		return nil, syscall.EINVAL
+	}
+	if err := topic.AddPartitions(n + 1); err != nil {
+		return nil, t.fsys.errno("mkdir partition", err)
+	}
+	return t.partitionChild(ctx, id, out), 0
+}

@@ -1,0 +1,261 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/engine"
+)
+
+type viewKind int
+
+const (
+	viewRecords  viewKind = iota // records, records.jsonl: from the log start
+	viewByOffset                 // by-offset/N: from offset N
+	viewByTime                   // by-time/T: from the first record at or after T
+)
+
+// viewNode is a view file: records, records.jsonl, by-offset/N[.jsonl] or
+// by-time/T[.jsonl]. It is a growing read-only regular file whose size is the
+// rendered length from its start to the end of the log. While it is open
+// its content is a viewState shared by its handles.
+type viewNode struct {
+	fs.Inode
+	fsys   *fsys
+	loc    partLoc
+	kind   viewKind
+	jsonl  bool
+	offset int64    // viewByOffset
+	tspec  timeSpec // viewByTime
+
+	mu struct {
+		sync.Mutex
+		st    *viewState // while open
+		opens int
+		ps    *partState
+		// watched is the partition state notifying this view.
+		watched *partState
+		// mtime is when Getattr last saw the size change.
+		mtime    time.Time
+		seen     bool
+		seenSize int64
+		// What the kernel may have cached from the last state: a new
+		// state keeps the page cache only if it shows the same bytes.
+		lastSegs []segmentReader
+		lastFrom int64
+		lastSize int64
+	}
+}
+
+var (
+	_ fs.NodeOnAdder     = (*viewNode)(nil)
+	_ fs.NodeOnForgetter = (*viewNode)(nil)
+	_ fs.NodeGetattrer   = (*viewNode)(nil)
+	_ fs.NodeSetattrer   = (*viewNode)(nil)
+	_ fs.NodeOpener      = (*viewNode)(nil)
+	_ fs.NodeReader      = (*viewNode)(nil)
+	_ fs.NodeReleaser    = (*viewNode)(nil)
+)
+
+// startFunc resolves where the view starts in a snapshot.
+func (v *viewNode) startFunc(p partitionLog) func(*engine.Snapshot) (int64, error) {
+	switch v.kind {
+	case viewByOffset:
+		return func(*engine.Snapshot) (int64, error) { return v.offset, nil }
+	case viewByTime:
+		return func(s *engine.Snapshot) (int64, error) {
+			off, err := p.OffsetForTime(v.tspec.resolve(time.Now()))
+			if err != nil {
+				return 0, err
+			}
+			return min(max(off, s.LogStartOffset), s.LogEndOffset), nil
+		}
+	default:
+		return func(s *engine.Snapshot) (int64, error) { return s.LogStartOffset, nil }
+	}
+}
+
+// newState builds a fresh state from the partition as it is now.
+func (v *viewNode) newState(ctx context.Context) (*viewState, *partState, error) {
+	p, ps, err := v.fsys.partition(v.loc)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := newViewState(ctx, ps, formatFor(p.Config(), v.jsonl), v.startFunc(p))
+	return st, ps, err
+}
+
+// OnAdd registers the view for growth notifications while the kernel knows
+// it (the entry and its attributes may be cached for a second).
+func (v *viewNode) OnAdd(ctx context.Context) {
+	if _, ps, err := v.fsys.partition(v.loc); err == nil {
+		v.mu.Lock()
+		v.mu.watched = ps
+		v.mu.Unlock()
+		ps.watch(v)
+	}
+}
+
+// OnForget unregisters the view once the kernel has forgotten it.
+func (v *viewNode) OnForget() {
+	v.mu.Lock()
+	ps := v.mu.watched
+	v.mu.watched = nil
+	v.mu.Unlock()
+	if ps != nil {
+		ps.unwatch(v)
+	}
+}
+
+// lastSeenSize is the size Getattr last reported.
+func (v *viewNode) lastSeenSize() (int64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.mu.seenSize, v.mu.seen
+}
+
+// openState returns the state while the view is open, else nil.
+func (v *viewNode) openState() *viewState {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.mu.st
+}
+
+func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	var size int64
+	if st := v.openState(); st != nil {
+		_, s, err := st.refresh(ctx)
+		if err != nil {
+			return v.fsys.errno("getattr", err)
+		}
+		size = s
+	} else {
+		st, _, err := v.newState(ctx)
+		if err != nil {
+			return v.fsys.errno("getattr", err)
+		}
+		size = st.size()
+		st.release()
+	}
+	v.mu.Lock()
+	if !v.mu.seen || size != v.mu.seenSize {
+		// The mtime is when the view was last seen to change size.
+		v.mu.mtime = time.Now()
+		if !v.mu.seen {
+			v.mu.mtime = v.fsys.mounted
+		}
+		v.mu.seen, v.mu.seenSize = true, size
+	}
+	mtime := v.mu.mtime
+	v.mu.Unlock()
+	out.Mode = syscall.S_IFREG | v.fsys.perm(0444)
+	out.Nlink = 1
+	out.Size = uint64(size)
+	v.fsys.setTimes(&out.Attr, mtime)
+	if v.kind == viewByTime && v.tspec.relative {
+		out.SetTimeout(time.Millisecond)
+	}
+	return 0
+}
+
+// Setattr refuses truncation and chmod of a view.
+func (v *viewNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if v.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return syscall.EACCES
+}
+
+// viewHandle is an open view: its read cursor.
+type viewHandle struct {
+	mu  sync.Mutex
+	cur cursor
+}
+
+// Open pins the view's content (see viewState) for as long as any handle
+// is open. The page cache is kept (FOPEN_KEEP_CACHE) when the new state
+// shows the same bytes as the one the kernel may have cached pages of.
+func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if v.fsys.opts.ReadOnly {
+			return nil, 0, syscall.EROFS
+		}
+		return nil, 0, syscall.EACCES
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	keep := true
+	if v.mu.st == nil {
+		st, ps, err := v.newState(ctx)
+		if err != nil {
+			return nil, 0, v.fsys.errno("open", err)
+		}
+		segs := st.segments()
+		keep = st.from == v.mu.lastFrom && st.size() >= v.mu.lastSize && len(v.mu.lastSegs) > 0
+		for i := 0; keep && i < len(segs) && i < len(v.mu.lastSegs); i++ {
+			keep = segs[i] == v.mu.lastSegs[i]
+		}
+		v.mu.st, v.mu.ps = st, ps
+		v.mu.lastFrom, v.mu.lastSegs = st.from, segs
+	}
+	v.mu.opens++
+	fl := uint32(0)
+	if keep {
+		fl = fuse.FOPEN_KEEP_CACHE
+	}
+	return &viewHandle{}, fl, 0
+}
+
+func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := f.(*viewHandle)
+	st := v.openState()
+	if !ok || st == nil {
+		return nil, syscall.EBADF
+	}
+	if off >= st.size() {
+		// Past what the kernel knows: take in appends first (never wait).
+		if _, _, err := st.refresh(ctx); err != nil {
+			return nil, v.fsys.errno("read", err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, err := st.read(ctx, &h.cur, dest, off)
+	if err != nil && n == 0 {
+		return nil, v.fsys.errno("read", err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Release drops the state with the last handle, letting its segments go.
+func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	v.mu.Lock()
+	v.mu.opens--
+	var st *viewState
+	var ps *partState
+	if v.mu.opens == 0 && v.mu.st != nil {
+		st, ps = v.mu.st, v.mu.ps
+		v.mu.lastSize = st.size()
+		v.mu.lastSegs = st.segments()
+		v.mu.st, v.mu.ps = nil, nil
+	}
+	v.mu.Unlock()
+	if st != nil {
+		st.release()
+	}
+	_ = ps
+	return 0
+}
+
+// formatFor is the format of a plain (jsonl false) or JSON view under cfg.
+func formatFor(cfg engine.Config, jsonl bool) viewFormat {
+	if jsonl {
+		return viewFormat{json: true}
+	}
+	return viewFormat{printKey: cfg.PrintKey, separator: cfg.KeySeparator, nullMarker: cfg.NullMarker}
+}

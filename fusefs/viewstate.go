@@ -1,0 +1,328 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// heldSeg is one segment a view state holds (retained) and the part of its
+// rendering the view shows: from skip (the records before the view's first
+// offset) up to the batches below limit.
+type heldSeg struct {
+	key    segKey
+	from   int64 // first offset shown of this segment, -1 for all
+	skip   int64 // rendered bytes of the segment before from
+	limit  int64 // file bytes of the segment the view shows
+	rstart int64 // view position of the segment's first shown byte
+	rlen   int64 // rendered bytes shown (below limit, after skip)
+}
+
+// viewState is the content of an open view: the segments it started with
+// (retained, so retention and compaction never change bytes already
+// readable through it) plus the newer segments appended since. Handles of
+// one inode share it (the kernel's page cache is per inode); it is dropped
+// when the last handle is released. Safe for concurrent use.
+type viewState struct {
+	ps     *partState
+	format viewFormat
+	from   int64 // first offset shown
+
+	mu struct {
+		sync.Mutex
+		segs     []heldSeg
+		size     int64
+		ab       *abortedSet
+		released bool
+	}
+}
+
+func toReaders(snap *engine.Snapshot) []segmentReader {
+	segs := make([]segmentReader, len(snap.Segments))
+	for i, s := range snap.Segments {
+		segs[i] = s
+	}
+	return segs
+}
+
+// newViewState snapshots ps's partition and holds the segments from the
+// one holding offset from(snapshot) onwards. from may return
+// ErrOffsetOutOfRange.
+func newViewState(ctx context.Context, ps *partState, format viewFormat, from func(*engine.Snapshot) (int64, error)) (*viewState, error) {
+	snap := ps.p.Snapshot()
+	defer snap.Release()
+	start, err := from(snap)
+	if err != nil {
+		return nil, err
+	}
+	if start < snap.LogStartOffset || start > snap.LogEndOffset {
+		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", engine.ErrOffsetOutOfRange, start, snap.LogStartOffset, snap.LogEndOffset)
+	}
+	st := &viewState{ps: ps, format: format, from: start}
+	segs := toReaders(snap)
+	if len(segs) == 0 {
+		return nil, engine.ErrClosed // a deleted or closed partition
+	}
+	// The segment holding start: the last whose base is <= start.
+	k := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > start }) - 1
+	k = max(k, 0)
+	st.mu.ab = newAbortedSet(segs)
+	for i := k; i < len(segs); i++ {
+		f := int64(-1)
+		if i == k && start > segs[i].BaseOffset() {
+			f = start
+		}
+		segs[i].Retain()
+		st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: segs[i], format: format}, from: f, skip: -1})
+	}
+	if err := st.extendLocked(ctx, 0); err != nil {
+		st.release()
+		return nil, err
+	}
+	return st, nil
+}
+
+// extendLocked brings the held segments from index i on up to their
+// committed sizes and recomputes positions. The caller holds st.mu (or owns
+// st exclusively).
+func (st *viewState) extendLocked(ctx context.Context, i int) error {
+	for ; i < len(st.mu.segs); i++ {
+		h := &st.mu.segs[i]
+		if i > 0 {
+			prev := &st.mu.segs[i-1]
+			h.rstart = prev.rstart + prev.rlen
+		}
+		size := h.key.seg.Size()
+		if size <= h.limit && h.skip >= 0 {
+			continue
+		}
+		x := st.ps.fsys.cache.get(h.key)
+		scanned, rlen, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
+		if err != nil {
+			return err
+		}
+		if h.skip < 0 {
+			h.skip = 0
+			if h.from >= 0 {
+				if h.skip, err = x.renderedBefore(ctx, h.from, st.mu.ab, st.ps.logCorrupt); err != nil {
+					return err
+				}
+			}
+		}
+		if scanned >= h.limit {
+			h.limit, h.rlen = scanned, max(rlen-h.skip, 0)
+		}
+	}
+	last := st.mu.segs[len(st.mu.segs)-1]
+	st.mu.size = last.rstart + last.rlen
+	return nil
+}
+
+// refresh takes in what was appended since: the growth of the last held
+// segment and any newer segments. It returns the old and new size.
+func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	oldSize = st.mu.size
+	if st.mu.released {
+		return oldSize, oldSize, nil
+	}
+	snap := st.ps.p.Snapshot()
+	defer snap.Release()
+	n := len(st.mu.segs)
+	last := st.mu.segs[n-1].key.seg
+	// Segments newer than the last held one: those after it in the
+	// snapshot, or, if it is gone (retention, compaction), those holding
+	// offsets at or past its end.
+	pos := -1
+	for i, s := range snap.Segments {
+		if segmentReader(s) == last {
+			pos = i
+			break
+		}
+	}
+	var newer []segmentReader
+	if pos >= 0 {
+		for _, s := range snap.Segments[pos+1:] {
+			newer = append(newer, s)
+		}
+	} else {
+		next := last.NextOffset()
+		for _, s := range snap.Segments {
+			if s.NextOffset() > next {
+				newer = append(newer, s)
+			}
+		}
+	}
+	if len(newer) > 0 {
+		// The last held segment is sealed; newer segments start at its end.
+		next := last.NextOffset()
+		for _, s := range newer {
+			f := int64(-1)
+			if s.BaseOffset() < next {
+				f = next
+			}
+			s.Retain()
+			st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: s, format: st.format}, from: f, skip: -1})
+		}
+		if ab := newAbortedSet(toReaders(snap)); !ab.empty() {
+			st.mu.ab = ab
+		}
+	}
+	err = st.extendLocked(ctx, n-1)
+	return oldSize, st.mu.size, err
+}
+
+// size is the rendered length the view shows now.
+func (st *viewState) size() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mu.size
+}
+
+// segments returns the held segments (for cache identity checks).
+func (st *viewState) segments() []segmentReader {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]segmentReader, len(st.mu.segs))
+	for i, h := range st.mu.segs {
+		out[i] = h.key.seg
+	}
+	return out
+}
+
+// release lets go of the held segments.
+func (st *viewState) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.released {
+		return
+	}
+	st.mu.released = true
+	for _, h := range st.mu.segs {
+		h.key.seg.Release()
+	}
+}
+
+// find returns the held segment holding view position pos (< size).
+func (st *viewState) find(pos int64) (heldSeg, int, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if pos >= st.mu.size || st.mu.released {
+		return heldSeg{}, 0, false
+	}
+	segs := st.mu.segs
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].rstart+segs[i].rlen > pos })
+	if i == len(segs) {
+		return heldSeg{}, 0, false
+	}
+	return segs[i], i, true
+}
+
+func (st *viewState) abSet() *abortedSet {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mu.ab
+}
+
+// cursor is a handle's read position: buf is the rendering of the batch
+// before file position fpos of held segment seg, and buf[0] is at view
+// position rpos (which may lie before the segment's first shown byte, lo).
+// Sequential reads continue from it without an index lookup.
+type cursor struct {
+	valid bool
+	seg   int
+	h     heldSeg
+	lo    int64 // view position of the segment's first shown byte
+	fpos  int64
+	rpos  int64
+	buf   []byte
+	recs  []record.Record
+	raw   []byte
+	err   error // from a failed seek, returned by read
+}
+
+// read fills dest from view position off. It returns fewer bytes at the
+// end of the view (never waits for more) and stops early, with what it
+// has, when ctx is cancelled.
+func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64) (int, error) {
+	n := 0
+	for n < len(dest) {
+		pos := off + int64(n)
+		end := c.rpos + int64(len(c.buf))
+		if c.valid && pos >= c.rpos && pos >= c.lo && pos < end {
+			n += copy(dest[n:], c.buf[pos-c.rpos:])
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			if n > 0 {
+				return n, nil
+			}
+			return 0, err
+		}
+		if !c.valid || pos < end || pos < c.lo || pos-end > 2*checkpointInterval {
+			if !st.seek(ctx, c, pos) {
+				break
+			}
+			continue
+		}
+		// Render forward from the cursor.
+		if c.fpos >= c.h.limit {
+			h, i, ok := st.find(pos)
+			if !ok {
+				break
+			}
+			if i != c.seg {
+				if !st.seek(ctx, c, pos) {
+					break
+				}
+				continue
+			}
+			c.h = h // the segment grew since the cursor saw it
+			if c.fpos >= h.limit {
+				break
+			}
+		}
+		b, err := c.h.key.seg.ReadBatch(c.fpos, c.raw)
+		if err != nil {
+			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+			return n, err
+		}
+		c.raw = b.Raw[:cap(b.Raw)]
+		c.rpos = end
+		c.buf, c.recs, err = renderBatch(c.buf[:0], &b, st.format, st.abSet(), c.recs)
+		if err != nil {
+			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+			return n, err
+		}
+		c.fpos += int64(b.Size())
+	}
+	if c.err != nil {
+		err := c.err
+		c.err = nil
+		return n, err
+	}
+	return n, nil
+}
+
+// seek moves c to the checkpoint at or before view position pos; false at
+// the end of the view or on an error (kept in c.err).
+func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
+	h, i, ok := st.find(pos)
+	if !ok {
+		return false
+	}
+	x := st.ps.fsys.cache.get(h.key)
+	if _, _, err := x.extend(ctx, h.limit, st.abSet(), st.ps.logCorrupt); err != nil {
+		c.err = err
+		return false
+	}
+	cp := x.locate(pos - h.rstart + h.skip)
+	*c = cursor{valid: true, seg: i, h: h, lo: h.rstart, fpos: cp.fpos, rpos: h.rstart - h.skip + cp.rpos,
+		buf: c.buf[:0], recs: c.recs, raw: c.raw}
+	return true
+}
