@@ -88,7 +88,9 @@ func (m *OffsetMap) UpdateLatestOffset(off int64) {
 
 // Reset empties the map, keeping its memory.
 func (m *OffsetMap) Reset() {
-	clear(m.slots)
+	if m.n > 0 {
+		clear(m.slots)
+	}
 	m.n = 0
 	m.latest = -1
 }

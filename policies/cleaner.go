@@ -1,0 +1,454 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// errAbandoned marks a cleaning given up without changing anything that
+// matters: a stop, a racing retention (engine.ErrConflict), a closed log.
+var errAbandoned = errors.New("policies: cleaning abandoned")
+
+// errMapTooSmall reports a dedupe buffer that cannot map even one record
+// past the dirty offset.
+var errMapTooSmall = errors.New("policies: log.cleaner.dedupe.buffer.size too small to make progress")
+
+// cleaner compacts one partition at a time, like one of Kafka's
+// CleanerThreads. It owns its offset map and read/encode buffers, which it
+// reuses across runs, so its memory is the map plus a few batch-sized
+// buffers, whatever the size of the log or the number of keys.
+//
+// A cleaner is used by one goroutine at a time.
+type cleaner struct {
+	mapBytes      int64
+	m             *OffsetMap // allocated on first use
+	logger        *slog.Logger
+	progressBytes int64
+
+	buf  []byte          // read buffer, grows to the largest batch
+	out  []byte          // encode buffer
+	recs []record.Record // decoded records of the current batch
+	kept []record.Record // records kept of the current batch
+}
+
+func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *cleaner {
+	return &cleaner{mapBytes: mapBytes, logger: logger, progressBytes: progressBytes}
+}
+
+func (c *cleaner) offsetMap() *OffsetMap {
+	if c.m == nil {
+		c.m = NewOffsetMap(c.mapBytes)
+	} else {
+		c.m.Reset()
+	}
+	return c.m
+}
+
+// cleanRound holds the state of one cleaning of one partition.
+type cleanRound struct {
+	c       *cleaner
+	ctx     context.Context
+	p       *engine.Partition
+	cfg     engine.Config
+	nowMs   int64
+	run     *CleaningRun
+	logger  *slog.Logger
+	readAll int64 // bytes read in both passes, for progress logs
+	nextLog int64
+}
+
+// clean compacts p's cleanable range once. It returns nil, nil when there is
+// nothing to clean (or, unless force, when the log is not eligible). On an
+// abandoned run it returns the run (Outcome says why) and an error wrapping
+// errAbandoned; nothing on disk has changed then, or only whole groups were
+// swapped in, each equivalent to what it replaced.
+func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time, force bool) (*CleaningRun, error) {
+	cfg := p.Config()
+	if !HasPolicy(cfg.CleanupPolicy, "compact") && !force {
+		return nil, nil
+	}
+	infos := p.Segments()
+	cl := CleanableRange(infos, cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
+	if !force && !cl.Eligible(cfg) {
+		return nil, nil
+	}
+	// A forced run with nothing dirty still rewrites the clean segments below
+	// the first dirty offset, so that tombstones and markers past their
+	// delete horizon go (the map is empty, and every key there is unique).
+	horizonOnly := cl.FirstDirty >= cl.FirstUncleanable
+	if horizonOnly {
+		cl.FirstUncleanable = cl.FirstDirty
+	}
+
+	snap := p.Snapshot()
+	defer snap.Release()
+	// Never the active segment (the snapshot's last); only segments below the
+	// first uncleanable offset.
+	var segs []*engine.Segment
+	for _, s := range snap.Segments[:max(len(snap.Segments)-1, 0)] {
+		if s.BaseOffset() >= cl.FirstUncleanable {
+			break
+		}
+		segs = append(segs, s)
+	}
+	if len(segs) == 0 {
+		return nil, nil
+	}
+
+	start := time.Now()
+	r := &cleanRound{
+		c: c, ctx: ctx, p: p, cfg: cfg, nowMs: now.UnixMilli(),
+		run:    &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1},
+		logger: c.logger.With("topic", p.Topic(), "partition", p.ID()),
+	}
+	r.nextLog = c.progressBytes
+	finish := func(outcome string) {
+		r.run.Outcome = outcome
+		r.run.DurationMs = time.Since(start).Milliseconds()
+	}
+
+	var err error
+	var aborted []abortedTxn
+	for _, s := range segs {
+		for _, a := range s.AbortedTxns() {
+			aborted = append(aborted, abortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset})
+		}
+	}
+
+	m := c.offsetMap()
+	full := false
+	if horizonOnly {
+		m.UpdateLatestOffset(cl.FirstDirty - 1)
+	} else if full, err = r.buildOffsetMap(m, segs, cl.FirstDirty, aborted); err != nil {
+		finish("abandoned: " + err.Error())
+		return r.run, err
+	}
+	endOffset := cl.FirstUncleanable
+	if full {
+		endOffset = m.LatestOffset() + 1
+		r.run.MapFull = true
+		if endOffset <= cl.FirstDirty {
+			finish("abandoned: " + errMapTooSmall.Error())
+			return r.run, errMapTooSmall
+		}
+	}
+	r.run.EndOffset = endOffset
+	r.run.MappedKeys = int64(m.Len())
+
+	// Rewrite every segment from the log start below endOffset.
+	var spans []segSpan
+	byBase := map[int64]*engine.Segment{}
+	for _, s := range segs {
+		if s.BaseOffset() >= endOffset {
+			break
+		}
+		spans = append(spans, segSpan{Base: s.BaseOffset(), Next: s.NextOffset(), Size: s.Size()})
+		byBase[s.BaseOffset()] = s
+	}
+	groups := groupSegments(spans, cfg.SegmentBytes, cfg.SegmentIndexBytes, cfg.IndexIntervalBytes)
+	tr := newTxnTracker(aborted)
+	for gi, g := range groups {
+		lastGroup := gi == len(groups)-1
+		if err := r.cleanGroup(m, g, byBase, tr, lastGroup); err != nil {
+			finish("abandoned: " + err.Error())
+			return r.run, err
+		}
+	}
+	p.SetFirstDirtyOffset(endOffset)
+	finish("done")
+	r.logger.Info("cleaned log",
+		"first_dirty", r.run.FirstDirtyOffset, "end_offset", endOffset,
+		"segments_in", r.run.SegmentsIn, "segments_out", r.run.SegmentsOut,
+		"bytes_in", r.run.BytesIn, "bytes_out", r.run.BytesOut,
+		"records_kept", r.run.RecordsKept, "records_dropped", r.run.RecordsDropped,
+		"map_full", full, "duration_ms", r.run.DurationMs)
+	return r.run, nil
+}
+
+// progress logs every progressBytes of input read.
+func (r *cleanRound) progress(n int64, phase string) {
+	r.readAll += n
+	if r.c.progressBytes > 0 && r.readAll >= r.nextLog {
+		r.nextLog = r.readAll + r.c.progressBytes
+		r.logger.Info("cleaner progress", "phase", phase, "read_mb", r.readAll>>20,
+			"written_mb", r.run.BytesOut>>20, "mapped_keys", r.c.m.Len())
+	}
+}
+
+// forEachBatch calls fn with each batch of s from position pos on. The batch
+// aliases the cleaner's read buffer until fn returns.
+func (r *cleanRound) forEachBatch(s *engine.Segment, pos int64, phase string, fn func(b *record.Batch, pos int64) (bool, error)) error {
+	end := s.Size()
+	for pos < end {
+		if err := r.ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %v", errAbandoned, err)
+		}
+		b, err := s.ReadBatch(pos, r.c.buf)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cap(b.Raw) > cap(r.c.buf) {
+			r.c.buf = b.Raw[:cap(b.Raw)]
+		}
+		r.progress(int64(b.Size()), phase)
+		more, err := fn(&b, pos)
+		if err != nil || !more {
+			return err
+		}
+		pos += int64(b.Size())
+	}
+	return nil
+}
+
+// buildOffsetMap maps key → latest offset over the dirty segments from
+// firstDirty, skipping control batches and batches of aborted transactions,
+// until the map is full. It reports whether the map filled.
+func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstDirty int64, aborted []abortedTxn) (bool, error) {
+	tr := newTxnTracker(aborted)
+	full := false
+	for _, s := range segs {
+		if s.NextOffset() <= firstDirty {
+			continue
+		}
+		pos := int64(0)
+		if s.BaseOffset() < firstDirty {
+			var err error
+			if pos, err = s.FindOffset(firstDirty); err != nil {
+				return false, err
+			}
+		}
+		err := r.forEachBatch(s, pos, "map", func(b *record.Batch, _ int64) (bool, error) {
+			if b.LastOffset() < firstDirty {
+				return true, nil
+			}
+			if b.IsControl() {
+				ctype, err := b.ControlType()
+				if err != nil {
+					ctype = -1
+				}
+				tr.onControlBatch(b.ProducerID, b.LastOffset(), b.RecordCount > 0, ctype)
+				m.UpdateLatestOffset(b.LastOffset())
+				return true, nil
+			}
+			if tr.onDataBatch(b.ProducerID, b.LastOffset(), b.IsTransactional()) {
+				m.UpdateLatestOffset(b.LastOffset())
+				return true, nil
+			}
+			recs, err := b.Records(r.c.recs[:0])
+			if err != nil {
+				return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
+			}
+			r.c.recs = recs
+			for i := range recs {
+				rec := &recs[i]
+				if rec.Key == nil || rec.Offset < firstDirty {
+					continue
+				}
+				if !m.Put(rec.Key, rec.Offset) {
+					full = true
+					return false, nil
+				}
+			}
+			m.UpdateLatestOffset(b.LastOffset())
+			return true, nil
+		})
+		clear(r.c.recs[:cap(r.c.recs)]) // drop references to decoded keys/values
+		if err != nil {
+			return false, err
+		}
+		if full {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// cleanGroup rewrites the segments of one group into one cleaned segment and
+// swaps it in.
+func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*engine.Segment, tr *txnTracker, lastGroup bool) error {
+	w, err := r.p.NewCleanedSegment(g[0].Base)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = w.Abort()
+		}
+	}()
+	var written int64
+	old := make([]int64, 0, len(g))
+	for si, sp := range g {
+		s := byBase[sp.Base]
+		old = append(old, sp.Base)
+		lastSeg := lastGroup && si == len(g)-1
+		r.run.SegmentsIn++
+		r.run.BytesIn += s.Size()
+		end := s.Size()
+		err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
+			last := lastSeg && pos+int64(b.Size()) >= end
+			raw, err := r.filterBatch(m, b, tr, last)
+			if err != nil {
+				return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
+			}
+			if raw == nil {
+				return true, nil
+			}
+			if err := w.AppendBatch(raw); err != nil {
+				return false, err
+			}
+			written += int64(len(raw))
+			r.run.BytesOut += int64(len(raw))
+			return true, nil
+		})
+		clear(r.c.recs[:cap(r.c.recs)])
+		clear(r.c.kept[:cap(r.c.kept)])
+		if err != nil {
+			return err
+		}
+	}
+	if err := w.Finish(); err != nil {
+		return err
+	}
+	if err := r.p.ReplaceSegments(old, []*engine.SegmentWriter{w}); err != nil {
+		if errors.Is(err, engine.ErrConflict) || errors.Is(err, engine.ErrClosed) {
+			return fmt.Errorf("%w: %v", errAbandoned, err)
+		}
+		return err
+	}
+	done = true
+	r.run.SegmentsOut++
+	return nil
+}
+
+// filterBatch applies Kafka's batch and record retention to one batch and
+// returns the bytes to write (b.Raw itself when the batch is kept whole),
+// or nil to drop it. last marks the last batch of the cleaning round, kept
+// even when emptied so the round's last offset survives.
+func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, last bool) ([]byte, error) {
+	var canDiscard, discardRecords bool
+	if b.IsControl() {
+		ctype, err := b.ControlType()
+		if err != nil {
+			ctype = -1
+		}
+		canDiscard = tr.onControlBatch(b.ProducerID, b.LastOffset(), b.RecordCount > 0, ctype)
+		discardRecords = canDiscard && b.HasDeleteHorizon() && b.DeleteHorizonMs() <= r.nowMs
+	} else {
+		canDiscard = tr.onDataBatch(b.ProducerID, b.LastOffset(), b.IsTransactional())
+		discardRecords = canDiscard
+	}
+	markerForEmptyTxn := canDiscard && b.IsControl()
+
+	if discardRecords && !last {
+		r.run.BatchesDropped++
+		r.run.RecordsDropped += int64(max(b.RecordCount, 0))
+		return nil, nil
+	}
+
+	recs, err := b.Records(r.c.recs[:0])
+	if err != nil {
+		return nil, err
+	}
+	r.c.recs = recs
+	horizon := b.DeleteHorizonMs()
+	if !b.HasDeleteHorizon() {
+		horizon = -1
+	}
+	kept := r.c.kept[:0]
+	tombstones, nTomb := false, int64(0)
+	for i := range recs {
+		rec := &recs[i]
+		var keep bool
+		switch {
+		case discardRecords:
+			keep = false
+		case b.IsControl():
+			keep = true
+		default:
+			keep = keepRecord(m, rec.Offset, rec.Key, rec.Value, horizon, r.nowMs)
+		}
+		if keep {
+			kept = append(kept, *rec)
+			if rec.Value == nil && !b.IsControl() {
+				tombstones = true
+				nTomb++
+			}
+		}
+	}
+	r.c.kept = kept
+	dropped := int64(len(recs) - len(kept))
+	r.run.RecordsKept += int64(len(kept))
+	r.run.RecordsDropped += dropped
+
+	needsHorizon := b.Magic >= 2 && (tombstones || markerForEmptyTxn) && !b.HasDeleteHorizon()
+	if needsHorizon {
+		horizon = r.nowMs + r.cfg.DeleteRetentionMs
+	}
+	if markerForEmptyTxn && len(kept) > 0 {
+		nTomb++
+	}
+	if nTomb > 0 {
+		r.run.TombstonesKept += nTomb
+		if horizon >= 0 && (r.run.EarliestHorizonMs < 0 || horizon < r.run.EarliestHorizonMs) {
+			r.run.EarliestHorizonMs = horizon
+		}
+	}
+
+	if dropped == 0 && !needsHorizon && len(recs) > 0 {
+		r.run.BatchesCopied++
+		return b.Raw, nil
+	}
+	if dropped == 0 && len(recs) == 0 && (b.Magic >= 2) {
+		// An already-empty batch: keep it only where Kafka would.
+		if !last {
+			r.run.BatchesDropped++
+			return nil, nil
+		}
+		r.run.BatchesCopied++
+		return b.Raw, nil
+	}
+	if len(kept) == 0 && !last {
+		r.run.BatchesDropped++
+		return nil, nil
+	}
+	spec := record.BatchSpec{
+		BaseOffset:           b.BaseOffset,
+		Codec:                b.Codec(),
+		LogAppendTime:        b.LogAppendTime(),
+		Transactional:        b.IsTransactional(),
+		Control:              b.IsControl(),
+		ProducerID:           b.ProducerID,
+		ProducerEpoch:        b.ProducerEpoch,
+		BaseSequence:         b.BaseSequence,
+		PartitionLeaderEpoch: b.PartitionLeaderEpoch,
+		DeleteHorizonMs:      horizon,
+		LastOffsetDelta:      int32(b.LastOffset() - b.BaseOffset),
+	}
+	if b.Magic < 2 {
+		// A legacy entry is rewritten as a v2 batch starting at its first
+		// kept record (Kafka keeps v0/v1 there; topicfs writes only v2).
+		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.PartitionLeaderEpoch = -1, -1, -1, -1
+		if len(kept) > 0 {
+			spec.BaseOffset = kept[0].Offset
+		}
+		spec.LastOffsetDelta = int32(b.LastOffset() - spec.BaseOffset)
+	}
+	out, err := record.Encode(r.c.out[:0], spec, kept)
+	if err != nil {
+		return nil, err
+	}
+	r.c.out = out
+	r.run.BatchesRebuilt++
+	return out, nil
+}

@@ -1,0 +1,7 @@
+//go:build race
+
+package policies
+
+// defaultCleanerKeys is smaller under the race detector, which slows the
+// appends and the cleaning several times over.
+const defaultCleanerKeys = 200_000

@@ -1,0 +1,488 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+)
+
+// Options configures a Scheduler. The zero value means defaults.
+type Options struct {
+	// Now is the clock for every decision (retention ages, horizons,
+	// flush.ms, segment.ms); nil = time.Now. Tickers still use real time.
+	Now func() time.Time
+	// Logger receives progress and errors; nil = slog.Default().
+	Logger *slog.Logger
+	// CleanerThreads is log.cleaner.threads; 0 = engine.DefaultConfig's.
+	CleanerThreads int
+	// DedupeBufferSize is log.cleaner.dedupe.buffer.size, shared by all
+	// cleaner threads; 0 = engine.DefaultConfig's.
+	DedupeBufferSize int64
+	// TickInterval is how often the housekeeping loop runs (purge .deleted
+	// files, roll quiet segments on segment.ms, time-based flush, retention
+	// when due) and how often idle cleaners look for work; 0 = 1 s.
+	TickInterval time.Duration
+	// ProgressBytes logs a cleaning's progress every so many bytes read;
+	// 0 = 256 MiB, < 0 = never.
+	ProgressBytes int64
+}
+
+// Scheduler runs retention, the log cleaner and time-based housekeeping
+// for every partition of a LogDir in the background. It never holds a
+// partition's lock itself; the engine calls it makes (Segments,
+// DeleteOldestSegments, ReplaceSegments, ...) take the writer lock only
+// briefly, so appends and reads go on during a cleaning.
+//
+// All methods are safe for concurrent use.
+type Scheduler struct {
+	d        *engine.LogDir
+	now      func() time.Time
+	log      *slog.Logger
+	tick     time.Duration
+	threads  int
+	cleaners chan *cleaner // idle cleaners; each owns an offset map
+
+	mu struct {
+		sync.Mutex
+		parts   map[engine.TopicPartition]*partState
+		started bool
+		stopped bool
+	}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// partState is the scheduler's memory of one partition; protected by
+// Scheduler.mu.
+type partState struct {
+	p             *engine.Partition
+	cleaning      bool
+	cleanings     int64
+	last          *CleaningRun
+	lastRetention time.Time
+	nextRetention time.Time
+	bytesDeleted  int64
+	segsDeleted   int64
+	lastReason    string
+	lastFlush     time.Time
+	lastErr       string
+	lastErrTime   time.Time
+}
+
+// NewScheduler returns a scheduler for d; call Start to run it in the
+// background, or drive it with RunRetention and RunCleaner.
+func NewScheduler(d *engine.LogDir, opts Options) *Scheduler {
+	def := engine.DefaultConfig()
+	s := &Scheduler{d: d, now: opts.Now, log: opts.Logger, tick: opts.TickInterval}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("component", "policies")
+	if s.tick <= 0 {
+		s.tick = time.Second
+	}
+	s.threads = opts.CleanerThreads
+	if s.threads <= 0 {
+		s.threads = int(max(def.CleanerThreads, 1))
+	}
+	buf := opts.DedupeBufferSize
+	if buf <= 0 {
+		buf = def.CleanerDedupeBufferSize
+	}
+	progress := opts.ProgressBytes
+	if progress == 0 {
+		progress = 256 << 20
+	}
+	s.cleaners = make(chan *cleaner, s.threads)
+	for i := 0; i < s.threads; i++ {
+		s.cleaners <- newCleaner(buf/int64(s.threads), s.log, progress)
+	}
+	s.mu.parts = map[engine.TopicPartition]*partState{}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Start launches the housekeeping loop and the cleaner threads. It does
+// nothing after Stop or when already started.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started || s.mu.stopped {
+		return
+	}
+	s.mu.started = true
+	s.wg.Add(1 + s.threads)
+	go s.housekeepingLoop()
+	for i := 0; i < s.threads; i++ {
+		go s.cleanerLoop()
+	}
+}
+
+// Stop stops the background work and waits for it. A cleaning in progress
+// is abandoned at its next batch: its .cleaned files are removed and the
+// log keeps its old segments (a group already swapped in stays; it holds
+// the same records). Stop is idempotent.
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	s.mu.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *Scheduler) housekeepingLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.housekeeping(false)
+		}
+	}
+}
+
+func (s *Scheduler) cleanerLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Clean while there is work, then wait for the next tick.
+		// Clean while there is work; after nothing to do, an error (logged)
+		// or an abandoned run, wait for the next tick.
+		for s.ctx.Err() == nil {
+			run, err := s.cleanFilthiest(nil)
+			if run == nil || err != nil {
+				break
+			}
+		}
+	}
+}
+
+// state returns (creating) the state of p; s.mu must be held.
+func (s *Scheduler) stateLocked(p *engine.Partition) *partState {
+	tp := engine.TopicPartition{Topic: p.Topic(), Partition: p.ID()}
+	st := s.mu.parts[tp]
+	if st == nil || st.p != p { // new, or the topic was deleted and recreated
+		now := s.now()
+		st = &partState{p: p, lastFlush: now,
+			nextRetention: now.Add(msDuration(p.Config().RetentionCheckIntervalMs))}
+		s.mu.parts[tp] = st
+	}
+	return st
+}
+
+func (s *Scheduler) noteErr(p *engine.Partition, what string, err error) {
+	s.log.Error(what, "topic", p.Topic(), "partition", p.ID(), "err", err)
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	st.lastErr = what + ": " + err.Error()
+	st.lastErrTime = s.now()
+	s.mu.Unlock()
+}
+
+// housekeeping runs the periodic per-partition work: roll quiet segments
+// (segment.ms), retention when due (or always when force), time-based flush
+// (flush.ms) and purging .deleted files past file.delete.delay.ms.
+func (s *Scheduler) housekeeping(force bool) error {
+	var errs []error
+	for _, p := range s.d.Partitions() {
+		if s.ctx.Err() != nil && !force {
+			return nil
+		}
+		if err := s.housekeepPartition(p, force); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
+	var errs []error
+	now := s.now()
+	cfg := p.Config()
+	if _, err := p.MaybeRoll(); err != nil && !errors.Is(err, engine.ErrClosed) {
+		s.noteErr(p, "roll", err)
+		errs = append(errs, err)
+	}
+
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	due := force || !now.Before(st.nextRetention)
+	flushDue := cfg.FlushMs >= 0 && cfg.FlushMs < math.MaxInt64 && now.Sub(st.lastFlush) >= msDuration(cfg.FlushMs)
+	s.mu.Unlock()
+
+	if due {
+		if err := s.retain(p, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if flushDue {
+		if err := p.Flush(); err != nil && !errors.Is(err, engine.ErrClosed) {
+			s.noteErr(p, "flush", err)
+			errs = append(errs, err)
+		} else {
+			s.mu.Lock()
+			s.stateLocked(p).lastFlush = now
+			s.mu.Unlock()
+		}
+	}
+	if err := p.PurgeDeleted(now); err != nil && !errors.Is(err, engine.ErrClosed) {
+		s.noteErr(p, "purge deleted segments", err)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// retain runs one retention check of p.
+func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
+	cfg := p.Config()
+	n, reason := RetentionPlan(p.Segments(), cfg, p.LogStartOffset(), now)
+	var freed int64
+	var err error
+	if n > 0 {
+		freed, err = p.DeleteOldestSegments(n, reason)
+		if err == nil {
+			s.log.Info("deleted segments", "topic", p.Topic(), "partition", p.ID(), "segments", n, "bytes", freed, "reason", reason)
+		}
+	}
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	st.lastRetention = now
+	st.nextRetention = now.Add(msDuration(cfg.RetentionCheckIntervalMs))
+	if n > 0 && err == nil {
+		st.bytesDeleted += freed
+		st.segsDeleted += int64(n)
+		st.lastReason = reason
+	}
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, engine.ErrClosed) {
+		s.noteErr(p, "retention", err)
+		return err
+	}
+	return nil
+}
+
+// RunRetention runs one housekeeping pass over every partition now,
+// synchronously, with retention forced whatever retention.check.interval.ms
+// says: roll quiet segments, delete what retention allows, flush on
+// flush.ms, purge .deleted files past file.delete.delay.ms. For tests and
+// tools.
+func (s *Scheduler) RunRetention() error {
+	return s.housekeeping(true)
+}
+
+// RunCleaner cleans every eligible partition once, filthiest first,
+// synchronously, and returns the runs (abandoned ones included). For tests
+// and tools.
+func (s *Scheduler) RunCleaner() ([]*CleaningRun, error) {
+	done := map[*engine.Partition]bool{}
+	var runs []*CleaningRun
+	var errs []error
+	for {
+		run, err := s.cleanFilthiest(done)
+		if run == nil && err == nil {
+			return runs, errors.Join(errs...)
+		}
+		if run != nil {
+			runs = append(runs, run)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+}
+
+// CleanPartition cleans p now, synchronously, even when its dirty ratio is
+// below min.cleanable.dirty.ratio (force); it returns nil when there is
+// nothing cleanable. Waits for a free cleaner thread.
+func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRun, error) {
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	if st.cleaning {
+		s.mu.Unlock()
+		return nil, errors.New("policies: partition is being cleaned")
+	}
+	st.cleaning = true
+	s.mu.Unlock()
+	return s.runClean(p, force)
+}
+
+// cleanFilthiest picks the eligible compacted partition with the highest
+// dirty ratio (skipping those in skip, and marking the chosen one there)
+// and cleans it. It returns nil, nil when none is eligible.
+func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRun, error) {
+	now := s.now()
+	type cand struct {
+		p     *engine.Partition
+		ratio float64
+		force bool
+	}
+	var cands []cand
+	for _, p := range s.d.Partitions() {
+		if skip[p] {
+			continue
+		}
+		cfg := p.Config()
+		if !HasPolicy(cfg.CleanupPolicy, "compact") {
+			continue
+		}
+		c := CleanableRange(p.Segments(), cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
+		if c.Eligible(cfg) {
+			cands = append(cands, cand{p, c.Ratio, false})
+		} else if s.tombstonesDue(p, now) {
+			// Kafka waits for the dirty ratio; topicfs also cleans when the
+			// tombstones the last run kept have passed their delete horizon,
+			// so a quiet compacted topic does lose them.
+			cands = append(cands, cand{p, c.Ratio, true})
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].ratio > cands[j].ratio })
+	s.mu.Lock()
+	var chosen *engine.Partition
+	force := false
+	for _, c := range cands {
+		st := s.stateLocked(c.p)
+		if !st.cleaning {
+			st.cleaning = true
+			chosen, force = c.p, c.force
+			break
+		}
+	}
+	s.mu.Unlock()
+	if chosen == nil {
+		return nil, nil
+	}
+	if skip != nil {
+		skip[chosen] = true
+	}
+	return s.runClean(chosen, force)
+}
+
+// tombstonesDue reports whether the last completed cleaning of p kept
+// tombstones or markers whose delete horizon has now passed.
+func (s *Scheduler) tombstonesDue(p *engine.Partition, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stateLocked(p)
+	return st.last != nil && st.last.Outcome == "done" && st.last.TombstonesKept > 0 &&
+		st.last.EarliestHorizonMs >= 0 && st.last.EarliestHorizonMs <= now.UnixMilli()
+}
+
+// runClean cleans p, already marked cleaning, with a free cleaner.
+func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, error) {
+	var c *cleaner
+	select {
+	case c = <-s.cleaners:
+	case <-s.ctx.Done():
+		s.mu.Lock()
+		s.stateLocked(p).cleaning = false
+		s.mu.Unlock()
+		return nil, errAbandoned
+	}
+	run, err := c.clean(s.ctx, p, s.now(), force)
+	s.cleaners <- c
+
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	st.cleaning = false
+	if run != nil {
+		if err == nil {
+			st.cleanings++
+			st.last = run
+		} else if st.last == nil || !errors.Is(err, errAbandoned) {
+			st.last = run
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, errAbandoned) {
+			s.log.Info("cleaning abandoned", "topic", p.Topic(), "partition", p.ID(), "why", err)
+		} else {
+			s.noteErr(p, "clean", err)
+		}
+	}
+	return run, err
+}
+
+// State returns what the scheduler knows of a partition, with plain-words
+// explanations; the zero PartitionState (Partition -1) when the partition
+// does not exist.
+func (s *Scheduler) State(topic string, partition int) PartitionState {
+	st, ok := s.Lookup(topic, partition)
+	if !ok {
+		return PartitionState{Topic: topic, Partition: -1}
+	}
+	return st
+}
+
+// Lookup is State reporting whether the partition exists (the shape
+// fusefs.Options.State takes).
+func (s *Scheduler) Lookup(topic string, partition int) (PartitionState, bool) {
+	t, err := s.d.Topic(topic)
+	if err != nil {
+		return PartitionState{}, false
+	}
+	p, err := t.Partition(partition)
+	if err != nil {
+		return PartitionState{}, false
+	}
+	return s.PartitionState(p), true
+}
+
+// PartitionState returns the state of p.
+func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
+	now := s.now()
+	cfg := p.Config()
+	segs := p.Segments()
+	logStart := p.LogStartOffset()
+	c := CleanableRange(segs, cfg, logStart, p.LogEndOffset(), p.FirstDirtyOffset(), now)
+
+	s.mu.Lock()
+	st := s.stateLocked(p)
+	out := PartitionState{
+		Topic: p.Topic(), Partition: p.ID(), CleanupPolicy: cfg.CleanupPolicy,
+		DirtyRatio: c.Ratio, MinCleanableDirtyRatio: cfg.MinCleanableDirtyRatio,
+		FirstDirtyOffset: c.FirstDirty, FirstUncleanableOffset: c.FirstUncleanable, CleanableBytes: c.CleanableBytes,
+		Cleaning: st.cleaning, Cleanings: st.cleanings,
+		LastRetentionCheck: st.lastRetention, NextRetentionCheck: st.nextRetention,
+		BytesDeleted: st.bytesDeleted, SegmentsDeleted: st.segsDeleted, LastDeletionReason: st.lastReason,
+		LastFlush: st.lastFlush, LastError: st.lastErr, LastErrorTime: st.lastErrTime,
+	}
+	if st.last != nil {
+		run := *st.last
+		out.LastCleaning = &run
+	}
+	cleaning := st.cleaning
+	s.mu.Unlock()
+
+	out.RetentionExplanation = ExplainRetention(segs, cfg, logStart, now)
+	why := ExplainCleaner(c, cfg, out.LastCleaning, cleaning, now)
+	out.CleanerExplanation = why[0]
+	out.Explanations = append([]string{out.RetentionExplanation}, why...)
+	return out
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}

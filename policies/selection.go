@@ -1,0 +1,186 @@
+package policies
+
+import (
+	"math"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+)
+
+// Cleanable describes what the log cleaner may clean in one partition now,
+// computed as Kafka's LogCleanerManager.cleanableOffsets and
+// calculateCleanableBytes do. The cleanable (dirty) range is
+// [FirstDirty, FirstUncleanable).
+type Cleanable struct {
+	// FirstDirty is the cleaner checkpoint clamped to [log start, log end]
+	// (a checkpoint outside it restarts at the log start).
+	FirstDirty int64 `json:"first_dirty_offset"`
+	// FirstUncleanable is the smallest of the active segment's base offset
+	// and the base of the first dirty segment holding a record younger than
+	// min.compaction.lag.ms; always a segment boundary.
+	FirstUncleanable int64 `json:"first_uncleanable_offset"`
+	// CleanBytes is the size of the segments below FirstDirty.
+	CleanBytes int64 `json:"clean_bytes"`
+	// CleanableBytes is the size of the segments in the dirty range.
+	CleanableBytes int64 `json:"cleanable_bytes"`
+	// Ratio is CleanableBytes / (CleanBytes + CleanableBytes), 0 when empty.
+	Ratio float64 `json:"dirty_ratio"`
+	// MaxCompactionDelayMs is how long past max.compaction.lag.ms the oldest
+	// dirty record has waited; > 0 makes the log eligible whatever its ratio.
+	MaxCompactionDelayMs int64 `json:"max_compaction_delay_ms"`
+	// LagHeld is the base offset of the first dirty segment held back by
+	// min.compaction.lag.ms, or -1.
+	LagHeld int64 `json:"min_lag_held_segment"`
+	// ActiveBase is the base offset of the active segment (never cleaned).
+	ActiveBase int64 `json:"active_segment_base"`
+	// ActiveDirtyBytes is the size of the active segment when it is dirty.
+	ActiveDirtyBytes int64 `json:"active_dirty_bytes"`
+}
+
+// Eligible reports whether the cleaner should clean this log now: its dirty
+// ratio is above min.cleanable.dirty.ratio, or a record has waited past
+// max.compaction.lag.ms and there is something cleanable.
+func (c Cleanable) Eligible(cfg engine.Config) bool {
+	if c.CleanableBytes <= 0 || c.FirstDirty >= c.FirstUncleanable {
+		return false
+	}
+	return c.MaxCompactionDelayMs > 0 || c.Ratio > cfg.MinCleanableDirtyRatio
+}
+
+// CleanableRange computes the cleanable range and dirty ratio of a log from
+// its segments (oldest first, the last or the one marked Active being the
+// active segment), its log start and end offsets and the cleaner checkpoint
+// firstDirty (-1 unknown). Pure: no disk.
+func CleanableRange(segs []engine.SegmentInfo, cfg engine.Config, logStart, logEnd, firstDirty int64, now time.Time) Cleanable {
+	c := Cleanable{LagHeld: -1, ActiveBase: logEnd}
+	if firstDirty < logStart || firstDirty > logEnd {
+		firstDirty = logStart
+	}
+	c.FirstDirty = firstDirty
+	if len(segs) == 0 {
+		c.FirstUncleanable = logEnd
+		return c
+	}
+	active := len(segs) - 1
+	for i, s := range segs {
+		if s.Active {
+			active = i
+			break
+		}
+	}
+	c.ActiveBase = segs[active].BaseOffset
+	nonActive := segs[:active]
+	nowMs := now.UnixMilli()
+
+	// Dirty non-active segments: from the one holding firstDirty on.
+	from := segmentIndexFor(nonActive, firstDirty)
+
+	firstUncleanable := c.ActiveBase
+	if lag := max(cfg.MinCompactionLagMs, 0); lag > 0 {
+		for _, s := range nonActive[from:] {
+			if s.MaxTimestamp > nowMs-lag {
+				if s.BaseOffset < firstUncleanable {
+					firstUncleanable = s.BaseOffset
+					c.LagHeld = s.BaseOffset
+				}
+				break
+			}
+		}
+	}
+	// Round down to a segment boundary (already one, unless a future LSO
+	// bound lands mid-segment).
+	if firstUncleanable < c.ActiveBase && len(nonActive) > 0 {
+		firstUncleanable = nonActive[segmentIndexFor(nonActive, firstUncleanable)].BaseOffset
+	}
+	c.FirstUncleanable = firstUncleanable
+
+	for _, s := range segs {
+		if s.BaseOffset < firstDirty {
+			c.CleanBytes += s.Size
+		}
+	}
+	lo := min(firstDirty, firstUncleanable)
+	start := segmentIndexFor(segs, lo)
+	for _, s := range segs[start:] {
+		if s.BaseOffset >= firstUncleanable {
+			break
+		}
+		c.CleanableBytes += s.Size
+	}
+	if total := c.CleanBytes + c.CleanableBytes; total > 0 {
+		c.Ratio = float64(c.CleanableBytes) / float64(total)
+	}
+	if segs[active].NextOffset > firstDirty && segs[active].Size > 0 {
+		c.ActiveDirtyBytes = segs[active].Size
+	}
+
+	// max.compaction.lag.ms: the oldest first-batch time of a dirty
+	// non-active segment.
+	earliest := int64(math.MaxInt64)
+	for _, s := range nonActive[from:] {
+		if s.FirstBatchTime > 0 && s.FirstBatchTime < earliest {
+			earliest = s.FirstBatchTime
+		}
+	}
+	maxLag := max(cfg.MaxCompactionLagMs, 0)
+	cleanUntil := nowMs - maxLag
+	if maxLag > nowMs { // avoid overflow: nothing can be that old
+		cleanUntil = math.MinInt64
+	}
+	if earliest != math.MaxInt64 && earliest < cleanUntil {
+		c.MaxCompactionDelayMs = cleanUntil - earliest
+	}
+	return c
+}
+
+// segmentIndexFor returns the index of the segment holding off: the last
+// segment whose base offset is <= off, or 0 when off is below every base.
+func segmentIndexFor(segs []engine.SegmentInfo, off int64) int {
+	i := 0
+	for j, s := range segs {
+		if s.BaseOffset <= off {
+			i = j
+		} else {
+			break
+		}
+	}
+	return i
+}
+
+// segSpan is what grouping needs of a segment.
+type segSpan struct {
+	Base, Next, Size int64
+}
+
+// groupSegments cuts segments (oldest first) into runs that each become one
+// cleaned segment, as Kafka's groupSegmentsBySize does: a group's total log
+// size stays within maxSize, its estimated offset and time index sizes within
+// maxIndexBytes, and its offsets relative to its first base fit an int32.
+// Index sizes are estimated from index.interval.bytes (one entry per interval
+// plus one per segment), since a cleaned segment's indexes are rebuilt.
+func groupSegments(segs []segSpan, maxSize, maxIndexBytes, indexInterval int64) [][]segSpan {
+	if indexInterval <= 0 {
+		indexInterval = 4096
+	}
+	estIndex := func(size int64, n int) int64 { return (size/indexInterval + int64(n)) * 12 }
+	var groups [][]segSpan
+	for len(segs) > 0 {
+		g := segs[:1]
+		size := segs[0].Size
+		segs = segs[1:]
+		for len(segs) > 0 {
+			next := segs[0]
+			if size+next.Size > maxSize || estIndex(size+next.Size, len(g)+1) > maxIndexBytes {
+				break
+			}
+			if next.Size > 0 && next.Next-1-g[0].Base > math.MaxInt32 {
+				break
+			}
+			g = g[:len(g)+1]
+			size += next.Size
+			segs = segs[1:]
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}

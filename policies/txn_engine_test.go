@@ -1,0 +1,95 @@
+package policies
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// appendTxn appends a transactional data batch of producer pid through
+// AppendBatch (as a producer would send it) and returns its first offset.
+func appendTxn(t *testing.T, p *engine.Partition, pid int64, recs ...record.Record) int64 {
+	t.Helper()
+	spec := record.NewBatchSpec(0)
+	spec.Transactional = true
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = pid, 0, 0
+	for i := range recs {
+		recs[i].Offset = int64(i)
+		recs[i].Timestamp = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	}
+	raw, err := record.Encode(nil, spec, recs)
+	require.NoError(t, err)
+	first, _, err := p.AppendBatch(raw)
+	require.NoError(t, err)
+	return first
+}
+
+func appendMarker(t *testing.T, p *engine.Partition, pid int64, typ int16) int64 {
+	t.Helper()
+	spec := record.NewBatchSpec(0)
+	spec.ProducerID, spec.ProducerEpoch = pid, 0
+	raw, err := record.EncodeControlBatch(nil, spec, 0, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), typ, 0)
+	require.NoError(t, err)
+	first, _, err := p.AppendBatch(raw)
+	require.NoError(t, err)
+	return first
+}
+
+// TestCleanerTransactions: batches of an aborted transaction are dropped;
+// control records are never deduplicated by key; an ABORT marker stays
+// while batches of its transaction remain, then gets a delete horizon, then
+// goes after it.
+func TestCleanerTransactions(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact", "delete.retention.ms": "1000",
+	})
+	p := createPartition(t, d, "txn", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+
+	appendTxn(t, p, 7, kv("k1", "aborted"))        // 0
+	appendTxn(t, p, 8, kv("k2", "committed"))      // 1
+	abort := appendMarker(t, p, 7, controlAbort)   // 2
+	commit := appendMarker(t, p, 8, controlCommit) // 3
+	appendRecs(t, p, kv("k3", "plain"))            // 4
+	require.NoError(t, p.Roll())
+	appendRecs(t, p, kv("active", "x")) // 5
+
+	run, err := s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	var keys []string
+	for _, r := range readAll(t, p) {
+		keys = append(keys, string(r.Key))
+	}
+	assert.Equal(t, []string{"k2", "k3", "active"}, keys, "the aborted transaction's batch is gone")
+	_, ok := findBatch(t, p, abort)
+	assert.True(t, ok, "the ABORT marker stays while its transaction had batches this round")
+	_, ok = findBatch(t, p, commit)
+	assert.True(t, ok, "the COMMIT marker stays while its transaction has batches")
+
+	// Next round: no batch of txn 7 left, so its marker gets a horizon...
+	run, err = s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	b := batchAt(t, p, abort)
+	require.True(t, b.HasDeleteHorizon())
+	assert.Equal(t, clk.Now().UnixMilli()+1000, b.DeleteHorizonMs())
+
+	// ...and goes once the horizon has passed.
+	clk.Advance(2 * time.Second)
+	_, err = s.CleanPartition(p, true)
+	require.NoError(t, err)
+	_, ok = findBatch(t, p, abort)
+	assert.False(t, ok, "the ABORT marker went after its horizon")
+	_, ok = findBatch(t, p, commit)
+	assert.True(t, ok, "the COMMIT marker stays: k2 of its transaction remains")
+	assert.Equal(t, int64(6), p.LogEndOffset())
+}
