@@ -119,7 +119,7 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		fs:       fsys,
 		path:     filepath.Clean(path),
 		defaults: opts.Defaults,
-		over:     opts.Overrides,
+		over:     make(map[string]map[string]string, len(opts.Overrides)),
 		readOnly: opts.ReadOnly,
 		log:      opts.Logger,
 		now:      opts.Now,
@@ -134,6 +134,9 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		d.now = time.Now
 	}
 	d.mu.topics = make(map[string]*Topic)
+	for name, kv := range opts.Overrides {
+		d.over[name] = maps.Clone(kv) // the caller may reuse its maps
+	}
 	for name, kv := range d.over {
 		if _, err := d.defaults.Apply(kv); err != nil {
 			return nil, fmt.Errorf("[topics.%s]: %w", name, err)
