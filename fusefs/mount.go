@@ -22,6 +22,11 @@ type Options struct {
 	// State, if set, returns the retention/cleaner state of a partition for
 	// its stats file. It may be nil.
 	State func(topic string, partition int) (policies.PartitionState, bool)
+	// OpLatency, if non-nil, is called once per FUSE operation with its name
+	// ("lookup", "getattr", "open", "read", "write", "flush", "fsync",
+	// "release", "readdir", "mkdir", "rmdir", "setattr", ...) and how long
+	// the handler took. It must be cheap and safe for concurrent use.
+	OpLatency func(op string, d time.Duration)
 }
 
 // NewRoot returns the root of the tree over d, for fs.Mount or a test
@@ -67,8 +72,16 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, err
 		// mode 0000, which go-fuse would otherwise turn into 0644.
 		NullPermissions: true,
 	}
-	srv, err := fs.Mount(mountpoint, newRoot(f), fsOpts)
+	raw := fs.NewNodeFS(newRoot(f), fsOpts)
+	if opts.OpLatency != nil {
+		raw = &timedFS{RawFileSystem: raw, observe: opts.OpLatency}
+	}
+	srv, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
 	}
 	return srv, nil

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,8 +31,9 @@ type testMount struct {
 
 // mountOpts configures newTestMount.
 type mountOpts struct {
-	config   map[string]string // defaults changed from engine.DefaultConfig
-	readOnly bool
+	config    map[string]string // defaults changed from engine.DefaultConfig
+	readOnly  bool
+	opLatency func(op string, d time.Duration)
 }
 
 func requireFUSE(t *testing.T) {
@@ -56,7 +58,7 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 	mnt := t.TempDir()
 	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, ReadOnly: o.readOnly})
 	require.NoError(t, err)
-	srv, err := Mount(mnt, d, Options{ReadOnly: o.readOnly})
+	srv, err := Mount(mnt, d, Options{ReadOnly: o.readOnly, OpLatency: o.opLatency})
 	if err != nil {
 		d.Close()
 		require.NoError(t, err)
@@ -444,4 +446,20 @@ func assertSameText(t *testing.T, want, got string, msgAndArgs ...any) bool {
 	lo := max(i-80, 0)
 	return assert.Fail(t, fmt.Sprintf("texts differ at byte %d (want %d bytes, got %d)\nwant …%q…\ngot  …%q…",
 		i, len(want), len(got), want[lo:min(i+80, len(want))], got[lo:min(i+80, len(got))]), msgAndArgs...)
+}
+
+func TestOpLatencyHook(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	m := newTestMount(t, mountOpts{opLatency: func(op string, d time.Duration) {
+		mu.Lock()
+		seen[op]++
+		mu.Unlock()
+	}})
+	m.sh(t, `mkdir $MNT/o && echo x > $MNT/o/0/append && cat $MNT/o/0/records >/dev/null && ls $MNT/o >/dev/null`)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, op := range []string{"mkdir", "lookup", "open", "write", "flush", "read", "readdir", "getattr"} {
+		assert.Positive(t, seen[op], "op %s observed", op)
+	}
 }
