@@ -748,3 +748,36 @@ func TestReadBatchCorruption(t *testing.T) {
 	assert.Contains(t, err.Error(), fmt.Sprint(pos))
 	assert.Equal(t, int64(1), p.Stats().Corruptions)
 }
+
+// TestSealedIndexesLoadLazily: opening and describing a partition does not
+// keep sealed segments' indexes in memory; a lookup loads them.
+func TestSealedIndexesLoadLazily(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000
+	fillPartition(t, fs, "/d/t-0", cfg, 40)
+	p := openTest(t, fs, "/d/t-0", cfg, func(o *PartitionOptions) { o.CleanShutdown = true })
+	defer p.Close()
+	infos := p.Segments()
+	require.Greater(t, len(infos), 3)
+	for i, si := range infos[:len(infos)-1] {
+		assert.Equal(t, infos[i+1].BaseOffset, si.NextOffset)
+		assert.Positive(t, si.MaxTimestamp)
+	}
+	snap := p.Snapshot()
+	defer snap.Release()
+	loaded := func(s *Segment) bool {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.mu.loaded
+	}
+	for _, s := range snap.Segments[:len(snap.Segments)-1] {
+		assert.False(t, loaded(s), "segment %d", s.BaseOffset())
+	}
+	assert.True(t, loaded(snap.Segments[len(snap.Segments)-1]), "the active segment is open")
+	s := snap.Segments[1]
+	pos, err := s.FindOffset(s.BaseOffset() + 25)
+	require.NoError(t, err)
+	assert.Positive(t, pos)
+	assert.True(t, loaded(s))
+}

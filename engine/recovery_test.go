@@ -233,6 +233,16 @@ func TestRecoveryDamage(t *testing.T) {
 			})
 			return batches * 10
 		}},
+		{"preallocated zero-tailed indexes", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			for _, l := range segmentLogs(t, fs, dir) {
+				for _, suf := range []string{".index", ".timeindex"} {
+					modifyFile(t, fs, strings.TrimSuffix(l, ".log")+suf, func(f vfs.File, size int64) {
+						require.NoError(t, f.Truncate(size+12*1024))
+					})
+				}
+			}
+			return batches * 10
+		}},
 		{"empty directory", false, func(t *testing.T, fs vfs.FS, dir string) int64 {
 			require.NoError(t, fs.RemoveAll(dir))
 			require.NoError(t, fs.MkdirAll(dir, 0o755))

@@ -203,14 +203,17 @@ func (s *Segment) computeNextOffset() (int64, error) {
 	end := s.Size()
 	var pos int64
 	next := s.base
-	if err := s.loadIndexes(); err != nil {
+	err := s.withIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex) {
+		if oidx != nil && oidx.Entries() > 0 {
+			_, pos = oidx.Entry(oidx.Entries() - 1)
+		}
+	})
+	if err != nil {
 		return 0, err
 	}
-	s.mu.RLock()
-	if s.mu.oidx != nil && s.mu.oidx.Entries() > 0 {
-		_, pos = s.mu.oidx.Entry(s.mu.oidx.Entries() - 1)
+	if pos > end {
+		pos = 0
 	}
-	s.mu.RUnlock()
 	for pos < end {
 		h, err := s.peekHeader(pos, end)
 		if err != nil {
@@ -225,20 +228,55 @@ func (s *Segment) computeNextOffset() (int64, error) {
 	return max(next, s.base), nil
 }
 
+// withIndexes calls fn with the segment's indexes. If they were not loaded,
+// it opens them just for fn and closes them again, so that computing a
+// sealed segment's cached NextOffset or MaxTimestamp (which the policies ask
+// of every segment) does not keep every index in memory; readers that look
+// offsets up load them for good.
+func (s *Segment) withIndexes(fn func(*index.OffsetIndex, *index.TimeIndex)) error {
+	s.mu.RLock()
+	if s.mu.loaded {
+		fn(s.mu.oidx, s.mu.tidx)
+		s.mu.RUnlock()
+		return nil
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
+	}
+	if s.mu.loaded {
+		fn(s.mu.oidx, s.mu.tidx)
+		return nil
+	}
+	if err := s.openIndexesLocked(false); err != nil {
+		s.logger.Warn("engine: rebuilding index", "segment", s.mu.files.log, "reason", err)
+		if _, err := s.rebuildLocked(false, nil); err != nil {
+			return err
+		}
+		fn(s.mu.oidx, s.mu.tidx) // rebuilt: keep them
+		return nil
+	}
+	fn(s.mu.oidx, s.mu.tidx)
+	return s.closeIndexesLocked()
+}
+
 // MaxTimestamp returns the largest record timestamp in the segment, or the
 // .log file's modification time (ms) when it holds no timestamps.
 func (s *Segment) MaxTimestamp() int64 {
 	ts := s.maxTs.Load()
 	if ts == unknownTs {
 		ts = -1
-		if err := s.loadIndexes(); err == nil {
-			s.mu.RLock()
-			if s.mu.tidx != nil {
-				if t, _ := s.mu.tidx.LastEntry(); t >= 0 {
+		err := s.withIndexes(func(_ *index.OffsetIndex, tidx *index.TimeIndex) {
+			if tidx != nil {
+				if t, _ := tidx.LastEntry(); t >= 0 {
 					ts = t
 				}
 			}
-			s.mu.RUnlock()
+		})
+		if err != nil {
+			return s.created.UnixMilli()
 		}
 		s.maxTs.CompareAndSwap(unknownTs, ts)
 		ts = s.maxTs.Load()
