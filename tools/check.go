@@ -2,6 +2,7 @@ package tools
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -171,6 +172,7 @@ func checkDir(fsys vfs.FS, dir string) (CheckReport, error) {
 		rep.add(checkPartition(fsys, filepath.Join(dir, e.Name()), tp))
 	}
 	checkCheckpoints(fsys, dir, &rep)
+	checkTopicsConfig(fsys, dir, &rep)
 	return rep, nil
 }
 
@@ -351,6 +353,9 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 			rep.NextOffset = prevLast + 1
 		}
 	}
+	if data, err := readAll(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
+		c.checkLeaderEpochs(filepath.Join(dir, leaderEpochFile), data)
+	}
 	for _, p := range snapshots {
 		data, err := readAll(fsys, p)
 		if err != nil {
@@ -362,6 +367,60 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 		}
 	}
 	return rep
+}
+
+// leaderEpochFile is Kafka's per-partition leader epoch cache.
+const leaderEpochFile = "leader-epoch-checkpoint"
+
+// parseLeaderEpochs parses a leader-epoch-checkpoint (kafka-formats.md §5):
+// "0\n<count>\n" then "<epoch> <startOffset>" lines. An empty file has no
+// entries.
+func parseLeaderEpochs(data []byte) ([][2]int64, error) {
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(data) == 0 {
+		return nil, nil
+	}
+	if lines[0] != "0" {
+		return nil, fmt.Errorf("version %q, want 0", lines[0])
+	}
+	if len(lines) == 1 {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(lines[1])
+	if err != nil || n < 0 || n != len(lines)-2 {
+		return nil, fmt.Errorf("count %q does not match %d entry lines", lines[1], len(lines)-2)
+	}
+	out := make([][2]int64, 0, n)
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("malformed line %q", l)
+		}
+		e, err1 := strconv.ParseInt(f[0], 10, 32)
+		o, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("malformed line %q", l)
+		}
+		out = append(out, [2]int64{e, o})
+	}
+	return out, nil
+}
+
+func (c *partitionChecker) checkLeaderEpochs(path string, data []byte) {
+	entries, err := parseLeaderEpochs(data)
+	if err != nil {
+		c.problem(path, -1, "does not parse: %v", err)
+		return
+	}
+	for i := 1; i < len(entries); i++ {
+		if entries[i][0] <= entries[i-1][0] || entries[i][1] < entries[i-1][1] {
+			c.problem(path, -1, "entry %d (epoch %d, start %d) does not follow (epoch %d, start %d)",
+				i, entries[i][0], entries[i][1], entries[i-1][0], entries[i-1][1])
+		}
+	}
+	if n := len(entries); n > 0 && entries[n-1][1] > c.rep.NextOffset {
+		c.warn(path, -1, "latest epoch %d starts at %d, beyond the log end %d", entries[n-1][0], entries[n-1][1], c.rep.NextOffset)
+	}
 }
 
 func readAll(fsys vfs.FS, path string) ([]byte, error) {
@@ -657,6 +716,32 @@ var checkpointFiles = []string{
 	engine.LogStartOffsetCheckpointFile,
 	engine.CleanerOffsetCheckpointFile,
 	"replication-offset-checkpoint",
+}
+
+// checkTopicsConfig verifies topicfs-topics.json: it must parse; settings
+// the engine would not accept are warnings (it skips them when opening).
+func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
+	path := filepath.Join(dir, engine.TopicsConfigFile)
+	data, err := readAll(fsys, path)
+	if err != nil {
+		return
+	}
+	var tf struct {
+		Version int                          `json:"version"`
+		Topics  map[string]map[string]string `json:"topics"`
+	}
+	if err := json.Unmarshal(data, &tf); err != nil || tf.Version != 1 {
+		rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: fmt.Sprintf("does not parse as version 1 (version %d, %v)", tf.Version, err)})
+		return
+	}
+	for topic, kv := range tf.Topics {
+		for k, v := range kv {
+			if _, err := engine.DefaultConfig().Apply(map[string]string{k: v}); err != nil || !engine.IsTopicSetting(k) {
+				rep.Warnings = append(rep.Warnings, Problem{Path: path, Position: -1,
+					Message: fmt.Sprintf("topic %s: setting %s=%s is ignored when opening (%v)", topic, k, v, err)})
+			}
+		}
+	}
 }
 
 func checkCheckpoints(fsys vfs.FS, dir string, rep *CheckReport) {

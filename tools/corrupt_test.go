@@ -196,3 +196,35 @@ func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 	require.Len(t, rep.Problems(), 1, out.String())
 	assert.Contains(t, rep.Problems()[0].Path, "recovery-point-offset-checkpoint")
 }
+
+func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
+	tests := []struct {
+		name, file, content string
+		problems, warnings  int
+	}{
+		{"epochs fine", "test0-0/leader-epoch-checkpoint", "0\n2\n0 0\n3 7\n", 0, 0},
+		{"empty epochs", "test0-0/leader-epoch-checkpoint", "", 0, 0},
+		{"epochs count", "test0-0/leader-epoch-checkpoint", "0\n3\n0 0\n", 1, 0},
+		{"epochs order", "test0-0/leader-epoch-checkpoint", "0\n2\n3 5\n1 7\n", 1, 0},
+		{"epoch past the end", "test0-0/leader-epoch-checkpoint", "0\n1\n4 500\n", 0, 1},
+		{"topics config fine", "topicfs-topics.json", `{"version":1,"topics":{"test0":{"retention.ms":"5"}}}`, 0, 0},
+		{"topics config unknown setting", "topicfs-topics.json", `{"version":1,"topics":{"test0":{"no.such":"5"}}}`, 0, 1},
+		{"topics config garbage", "topicfs-topics.json", `{"version":1,`, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.content), 0o644))
+			var out bytes.Buffer
+			rep, err := Check(&out, dir, CheckOptions{})
+			require.NoError(t, err)
+			assert.Len(t, rep.Problems(), tt.problems, out.String())
+			warnings := len(rep.Warnings)
+			for _, p := range rep.Partitions {
+				warnings += len(p.Warnings)
+			}
+			assert.Equal(t, tt.warnings, warnings, out.String())
+		})
+	}
+}
