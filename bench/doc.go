@@ -1,0 +1,34 @@
+// Package bench measures topicfs beside the physical limit of the machine it
+// runs on: every workload is timed next to a baseline measured in the same
+// run on the same disk (a raw sequential write, `cat` of the .log files,
+// `ls -l` of the directory, ...), and the table shows both figures and their
+// ratio, so a number means the same thing on a laptop and on a CI runner.
+//
+// `topicfs bench` (internal/cli/bench.go) is a thin wrapper:
+//
+//	t, err := bench.Run(ctx, bench.Options{Quick: true, Binary: exe, Progress: os.Stderr})
+//	t.Print(os.Stdout)
+//	if err != nil || t.Failed() { os.Exit(1) }
+//
+// Workloads (names for Options.Only):
+//
+//	engine-append   Partition.Append of 100 B and 1 KiB values, codecs none/lz4/zstd,
+//	                1,000 records per call; baseline: write(2) of the same value
+//	                bytes in the same chunk sizes, same fsync policy
+//	engine-read     a whole partition through Segment.ReadBatch + Batch.Records;
+//	                baseline: cat of the partition's .log files
+//	cleaner         policies' log cleaner, MB/s of input; baseline: sequential
+//	                read of the same segments
+//	mount-append    cat FILE > TOPIC/0/append; baseline: cat FILE > file on the same disk
+//	mount-read      cat TOPIC/0/records > /dev/null; baseline: cat of the .log files
+//	mount-offset    open by-offset/N, read one line, close, on a small and a large
+//	                partition: median and p99, ratio large/small
+//	mount-rss       VmHWM of the mount process after reading a large partition
+//	                end to end (next to the small one), and after cleaning many keys
+//	                (next to the configured dedupe buffer)
+//	mount-time      mount over many segments after a clean shutdown and after
+//	                kill -9; baseline: ls -l of the partition directory
+//
+// The mount workloads run the real topicfs binary (Options.Binary) on
+// temporary mountpoints and always unmount, lazily if need be.
+package bench

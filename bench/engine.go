@@ -1,0 +1,354 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// appendBatch is the number of records per Partition.Append call.
+const appendBatch = 1000
+
+var quietLogger = slog.New(slog.DiscardHandler)
+
+// newPartitionOptions are the options of a fresh partition with cfg.
+func newPartitionOptions(cfg engine.Config) engine.PartitionOptions {
+	return engine.PartitionOptions{Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1, Logger: quietLogger}
+}
+
+// reps is how many times each timed run repeats (the best run counts).
+func (r *runner) reps() int {
+	if r.opts.Quick {
+		return 1
+	}
+	return 2
+}
+
+func engineAppend(ctx context.Context, r *runner) ([]Row, error) {
+	p := newPool(1)
+	var rows []Row
+	for _, size := range []int{100, 1024} {
+		for _, codec := range []string{"none", "lz4", "zstd"} {
+			if ctx.Err() != nil {
+				return rows, ctx.Err()
+			}
+			row, err := r.appendRow(p, size, codec)
+			if err != nil {
+				return rows, errorf(fmt.Sprintf("%d B %s", size, codec), err)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// appendRow times Partition.Append of sizes.Append bytes of size-byte values
+// with codec, and a raw write(2) of the same bytes in the same chunks.
+func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
+	dir := r.path("append", fmt.Sprintf("%d-%s", size, codec))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	n := r.sizes.Append / int64(size)
+	if n < appendBatch {
+		n = appendBatch
+	}
+	valueBytes := n * int64(size)
+	var best, bestRaw time.Duration
+	var logBytes int64
+	for range r.reps() {
+		d, err := rawWrite(filepath.Join(dir, "raw"), p, n, size, r.opts.Fsync)
+		if err != nil {
+			return Row{}, errorf("raw write", err)
+		}
+		if bestRaw == 0 || d < bestRaw {
+			bestRaw = d
+		}
+		d, lb, err := engineAppendOnce(filepath.Join(dir, "t-0"), p, n, size, codec, r.opts.Fsync)
+		if err != nil {
+			return Row{}, err
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+		logBytes = lb
+	}
+	row := Row{
+		Workload: "engine-append",
+		Name:     fmt.Sprintf("engine append %s %s", sizeName(size), codec),
+		Value: Figure{V: mbps(valueBytes, best), Unit: "MB/s",
+			Extra: fmt.Sprintf("%s, .log %.0f%%", perSec(n, best, "rec"), 100*float64(logBytes)/float64(valueBytes))},
+		BaseName: "write(2)",
+		Baseline: Figure{V: mbps(valueBytes, bestRaw), Unit: "MB/s"},
+	}
+	row.ratio()
+	switch {
+	case size == 1024 && codec == "none":
+		row.ratioAtLeast(0.7)
+	case size == 100 && codec == "none":
+		rate := float64(n) / best.Seconds()
+		row.Target = "≥ 3 M rec/s"
+		met := rate >= 3e6
+		row.Met = &met
+	}
+	if size == 100 && codec == "none" {
+		row.Note = fmt.Sprintf("MB/s of values (%s of %s values, %d per Append); the baseline writes the same value bytes in %s chunks",
+			fmtBytes(valueBytes), sizeName(size), appendBatch, fmtBytes(int64(appendBatch*size)))
+	}
+	return row, nil
+}
+
+func sizeName(size int) string {
+	if size%1024 == 0 {
+		return fmt.Sprintf("%d KiB", size/1024)
+	}
+	return fmt.Sprintf("%d B", size)
+}
+
+// rawWrite writes n values of size bytes from p, appendBatch values per
+// write(2), then fsyncs if asked; it returns the time taken and removes the file.
+func rawWrite(path string, p *pool, n int64, size int, fsync bool) (time.Duration, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	runtime.GC()
+	start := time.Now()
+	for i := int64(0); i < n; i += appendBatch {
+		k := min(appendBatch, n-i)
+		if _, err := f.Write(p.chunk(i/appendBatch, int(k)*size)); err != nil {
+			return 0, err
+		}
+	}
+	if fsync {
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	d := time.Since(start)
+	return d, f.Close()
+}
+
+// engineAppendOnce appends n values into a fresh partition at dir and
+// removes it; it returns the time and the .log bytes written.
+func engineAppendOnce(dir string, p *pool, n int64, size int, codec string, fsync bool) (time.Duration, int64, error) {
+	defer os.RemoveAll(dir)
+	cfg := engine.DefaultConfig()
+	if err := cfg.Set("compression.type", codec); err != nil {
+		return 0, 0, err
+	}
+	part, err := engine.OpenPartition(vfs.OS, dir, "t", 0, newPartitionOptions(cfg))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer part.Close()
+	recs := make([]record.Record, appendBatch)
+	runtime.GC()
+	start := time.Now()
+	for i := int64(0); i < n; i += appendBatch {
+		k := int(min(appendBatch, n-i))
+		chunk := p.chunk(i/appendBatch, k*size)
+		for j := range k {
+			recs[j] = record.Record{Timestamp: -1, Value: chunk[j*size : (j+1)*size : (j+1)*size]}
+		}
+		if _, _, err := part.Append(recs[:k]); err != nil {
+			return 0, 0, errorf("Append", err)
+		}
+	}
+	if fsync {
+		if err := part.Flush(); err != nil {
+			return 0, 0, errorf("Flush", err)
+		}
+	}
+	d := time.Since(start)
+	if got := part.LogEndOffset(); got != n {
+		return 0, 0, fmt.Errorf("log end offset %d after appending %d records", got, n)
+	}
+	lb := part.Stats().BytesAppended
+	return d, lb, part.Close()
+}
+
+// fillPartition appends bytes of size-byte values to part (with its codec),
+// appendBatch at a time, and returns the record count.
+func fillPartition(part *engine.Partition, p *pool, bytes int64, size int, seed int64) (int64, error) {
+	n := max(bytes/int64(size), 1)
+	recs := make([]record.Record, appendBatch)
+	for i := int64(0); i < n; i += appendBatch {
+		k := int(min(appendBatch, n-i))
+		chunk := p.chunk(i/appendBatch+seed, k*size)
+		for j := range k {
+			recs[j] = record.Record{Timestamp: -1, Value: chunk[j*size : (j+1)*size : (j+1)*size]}
+		}
+		if _, _, err := part.Append(recs[:k]); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// logFiles lists a partition directory's .log files in offset order and
+// their total size.
+func logFiles(dir string) ([]string, int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var files []string
+	var total int64
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".log") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, 0, err
+		}
+		files = append(files, filepath.Join(dir, e.Name()))
+		total += fi.Size()
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, 0, fmt.Errorf("no .log files in %s", dir)
+	}
+	return files, total, nil
+}
+
+// timeCmd runs a command with stdout to out (nil: /dev/null) and returns
+// how long it took.
+func timeCmd(ctx context.Context, out io.Writer, name string, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if out == nil {
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer null.Close()
+		cmd.Stdout = null
+	} else {
+		cmd.Stdout = out
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", name, err, oneLine(stderr.String()))
+	}
+	return d, nil
+}
+
+// catLogs times `cat` of the partition's .log files to /dev/null.
+func catLogs(ctx context.Context, dir string) (time.Duration, int64, error) {
+	files, total, err := logFiles(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	d, err := timeCmd(ctx, nil, "cat", files...)
+	return d, total, err
+}
+
+// readPartition reads every batch of the partition at dir through the
+// engine (ReadBatch verifies the CRC; Records decodes) and returns the
+// records and .log bytes read.
+func readPartition(dir, topic string) (records, bytes int64, err error) {
+	part, err := engine.OpenPartition(vfs.OS, dir, topic, 0, engine.PartitionOptions{
+		Config: engine.DefaultConfig(), RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1,
+		ReadOnly: true, CleanShutdown: true, Logger: quietLogger,
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer part.Close()
+	snap := part.Snapshot()
+	defer snap.Release()
+	buf := make([]byte, 2<<20)
+	var recs []record.Record
+	for _, s := range snap.Segments {
+		size := s.Size()
+		for pos := int64(0); pos < size; {
+			b, err := s.ReadBatch(pos, buf)
+			if err != nil {
+				return records, bytes, err
+			}
+			recs, err = b.Records(recs[:0])
+			if err != nil {
+				return records, bytes, err
+			}
+			records += int64(len(recs))
+			pos += int64(b.Size())
+			bytes += int64(b.Size())
+			if len(b.Raw) > len(buf) {
+				buf = b.Raw[:cap(b.Raw)]
+			}
+		}
+	}
+	if records == 0 {
+		return 0, 0, errNoData
+	}
+	return records, bytes, nil
+}
+
+func engineRead(ctx context.Context, r *runner) ([]Row, error) {
+	v, err := r.viewData(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := v.partDir(topicSmall)
+	if _, _, err := catLogs(ctx, dir); err != nil { // warm the page cache
+		return nil, errorf("cat .log", err)
+	}
+	var best, bestCat time.Duration
+	var recs, bytes, catBytes int64
+	for range r.reps() + 1 {
+		d, cb, err := catLogs(ctx, dir)
+		if err != nil {
+			return nil, errorf("cat .log", err)
+		}
+		if bestCat == 0 || d < bestCat {
+			bestCat, catBytes = d, cb
+		}
+		runtime.GC()
+		start := time.Now()
+		n, b, err := readPartition(dir, topicSmall)
+		d = time.Since(start)
+		if err != nil {
+			return nil, errorf("engine read", err)
+		}
+		if best == 0 || d < best {
+			best, recs, bytes = d, n, b
+		}
+	}
+	if bytes != catBytes {
+		return nil, fmt.Errorf("engine read %d bytes, the .log files hold %d", bytes, catBytes)
+	}
+	row := Row{
+		Workload: "engine-read",
+		Name:     fmt.Sprintf("engine read %s (%s values)", fmtBytes(bytes), sizeName(v.valueSize)),
+		Value:    Figure{V: mbps(bytes, best), Unit: "MB/s", Extra: perSec(recs, best, "rec")},
+		BaseName: "cat .log",
+		Baseline: Figure{V: mbps(catBytes, bestCat), Unit: "MB/s"},
+		Note:     "ReadBatch (CRC check) + Records (decode) of every batch; MB/s of .log bytes; page cache warm for both",
+	}
+	row.ratio()
+	row.ratioAtLeast(0.5)
+	return []Row{row}, nil
+}
+
+var errSkip = errors.New("bench: skipped")

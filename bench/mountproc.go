@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// readyPrefix starts the line `topicfs mount` prints on stderr once the file
+// system answers.
+const readyPrefix = "topicfs: mounted "
+
+// Deadlines that keep a broken mount from hanging the benchmark forever.
+const (
+	readyDeadline = 10 * time.Minute // recovery of many GiB after kill -9 is slow
+	stopDeadline  = 60 * time.Second
+)
+
+// mountProc is one running `topicfs mount` process.
+type mountProc struct {
+	cmd   *exec.Cmd
+	mnt   string
+	data  string
+	ready time.Duration // from exec to the ready line
+
+	done    chan struct{} // closed when the process has exited
+	waitErr error         // set before done is closed
+
+	mu   sync.Mutex
+	tail []string // last stderr lines, for error messages
+}
+
+var mountSeq int
+
+// startMount runs `BIN mount --data data [--config cfg] MNT` on a fresh
+// mountpoint and waits until it is ready. The caller must call stop (or
+// kill) on every path; stop is safe to call twice.
+func (r *runner) startMount(ctx context.Context, data string, config map[string]string) (*mountProc, error) {
+	mountSeq++
+	mnt := r.path(fmt.Sprintf("mnt-%d", mountSeq))
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"mount", "--data", data}
+	if len(config) > 0 {
+		path := r.path(fmt.Sprintf("mount-%d.toml", mountSeq))
+		var b strings.Builder
+		for k, v := range config {
+			fmt.Fprintf(&b, "%q = %s\n", k, v)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config", path)
+	}
+	args = append(args, mnt)
+	return r.execMount(ctx, mnt, data, args)
+}
+
+// remount starts a new process on m's mountpoint and data directory with the
+// same arguments.
+func (r *runner) remount(ctx context.Context, m *mountProc) (*mountProc, error) {
+	return r.execMount(ctx, m.mnt, m.data, m.cmd.Args[1:])
+}
+
+func (r *runner) execMount(ctx context.Context, mnt, data string, args []string) (*mountProc, error) {
+	cmd := exec.Command(r.opts.Binary, args...)
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	// Its own process group: a ^C at the terminal reaches bench, which
+	// then unmounts in order, rather than the mount directly.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A pipe of our own rather than StderrPipe: Wait must not close the
+	// read end before drain has read the last lines.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = pw
+	m := &mountProc{cmd: cmd, mnt: mnt, data: data, done: make(chan struct{})}
+	start := time.Now()
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, fmt.Errorf("start %s: %w", r.opts.Binary, err)
+	}
+	readyc := make(chan struct{})
+	go func() {
+		m.drain(pr, readyc)
+		pr.Close()
+	}()
+	go func() {
+		m.waitErr = cmd.Wait()
+		close(m.done)
+	}()
+	select {
+	case <-readyc:
+		m.ready = time.Since(start)
+		return m, nil
+	case <-m.done:
+		detach(mnt)
+		return nil, fmt.Errorf("topicfs mount exited before it was ready (%v): %s", m.waitErr, m.stderrTail())
+	case <-ctx.Done():
+		m.kill()
+		return nil, ctx.Err()
+	case <-time.After(readyDeadline):
+		m.kill()
+		return nil, fmt.Errorf("topicfs mount not ready after %v: %s", readyDeadline, m.stderrTail())
+	}
+}
+
+// drain reads the mount's stderr to the end (so it never blocks on a full
+// pipe), keeps the last lines and signals the ready line.
+func (m *mountProc) drain(r io.Reader, readyc chan struct{}) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	signalled := false
+	for sc.Scan() {
+		line := sc.Text()
+		m.mu.Lock()
+		m.tail = append(m.tail, line)
+		if len(m.tail) > 20 {
+			m.tail = m.tail[len(m.tail)-20:]
+		}
+		m.mu.Unlock()
+		if !signalled && strings.HasPrefix(line, readyPrefix) {
+			signalled = true
+			close(readyc)
+		}
+	}
+	io.Copy(io.Discard, r)
+}
+
+func (m *mountProc) stderrTail() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.tail, "; ")
+}
+
+func (m *mountProc) pid() int { return m.cmd.Process.Pid }
+
+// path returns a path inside the mount.
+func (m *mountProc) path(elem ...string) string {
+	return filepath.Join(append([]string{m.mnt}, elem...)...)
+}
+
+// stop unmounts the way a user does (SIGTERM: topicfs unmounts, flushes,
+// checkpoints and exits 0). If it does not exit within stopDeadline it is
+// killed and the mount detached lazily.
+func (m *mountProc) stop() error {
+	select {
+	case <-m.done:
+		detach(m.mnt)
+		return m.exitErr()
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+		detach(m.mnt) // harmless when already unmounted
+		return m.exitErr()
+	case <-time.After(stopDeadline):
+		m.kill()
+		return fmt.Errorf("topicfs mount did not exit within %v of SIGTERM (killed): %s", stopDeadline, m.stderrTail())
+	}
+}
+
+func (m *mountProc) exitErr() error {
+	if m.waitErr != nil {
+		return fmt.Errorf("topicfs mount: %w: %s", m.waitErr, m.stderrTail())
+	}
+	return nil
+}
+
+// kill is a crash: SIGKILL, wait, then detach the stale mount.
+func (m *mountProc) kill() {
+	select {
+	case <-m.done:
+	default:
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	}
+	detach(m.mnt)
+}
+
+// detach lazily unmounts mnt if something is mounted there.
+func detach(mnt string) {
+	for range 3 {
+		err := unix.Unmount(mnt, unix.MNT_DETACH)
+		if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// procStatus returns a field of /proc/PID/status in KiB (VmRSS, VmHWM).
+func procStatus(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || name != field {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		return strconv.ParseInt(f[0], 10, 64)
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}

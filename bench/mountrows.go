@@ -1,0 +1,304 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// partitionStats is the part of a partition's stats file the rows read.
+type partitionStats struct {
+	LogStartOffset int64 `json:"log_start_offset"`
+	LogEndOffset   int64 `json:"log_end_offset"`
+	SizeBytes      int64 `json:"size_bytes"`
+	SegmentCount   int   `json:"segment_count"`
+	Policies       *struct {
+		FirstDirtyOffset       int64 `json:"first_dirty_offset"`
+		FirstUncleanableOffset int64 `json:"first_uncleanable_offset"`
+		Cleaning               bool  `json:"cleaning_in_progress"`
+		Cleanings              int64 `json:"cleanings"`
+		LastCleaning           *struct {
+			DurationMs int64  `json:"duration_ms"`
+			BytesIn    int64  `json:"bytes_in"`
+			BytesOut   int64  `json:"bytes_out"`
+			MappedKeys int64  `json:"mapped_keys"`
+			MapFull    bool   `json:"offset_map_full"`
+			Outcome    string `json:"outcome"`
+		} `json:"last_cleaning"`
+	} `json:"policies"`
+}
+
+func (m *mountProc) stats(topic string) (partitionStats, error) {
+	var st partitionStats
+	b, err := os.ReadFile(m.path(topic, "0", "stats"))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s/0/stats: %w", topic, err)
+	}
+	return st, nil
+}
+
+// shCat times `cat src > dst` run by sh (so the shell opens dst as a user's
+// redirection does: O_WRONLY|O_CREAT|O_TRUNC).
+func shCat(ctx context.Context, src, dst string) (time.Duration, error) {
+	return timeCmd(ctx, nil, "sh", "-c", `cat "$1" > "$2"`, "sh", src, dst)
+}
+
+func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
+	lines := r.path("lines.txt")
+	p := newPool(3)
+	n, err := p.writeLines(lines, r.sizes.MountAppend, viewValueSize+1)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(lines)
+	size := n * int64(viewValueSize+1)
+
+	m, err := r.startMount(ctx, r.path("append-data"), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := m.stop(); err == nil {
+			err = serr
+		}
+	}()
+	if err := os.Mkdir(m.path("bench"), 0o755); err != nil {
+		return nil, errorf("mkdir topic", err)
+	}
+	var best, bestBase time.Duration
+	var want int64
+	for range r.reps() {
+		copyPath := r.path("lines-copy.txt")
+		d, err := shCat(ctx, lines, copyPath)
+		os.Remove(copyPath)
+		if err != nil {
+			return nil, errorf("cat to a file", err)
+		}
+		if bestBase == 0 || d < bestBase {
+			bestBase = d
+		}
+		d, err = shCat(ctx, lines, m.path("bench", "0", "append"))
+		if err != nil {
+			return nil, errorf("cat into append", err)
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+		want += n
+		st, err := m.stats("bench")
+		if err != nil {
+			return nil, err
+		}
+		if st.LogEndOffset != want {
+			return nil, fmt.Errorf("log end offset %d after appending %d lines", st.LogEndOffset, want)
+		}
+	}
+	row := Row{
+		Workload: "mount-append",
+		Name:     fmt.Sprintf("mount append cat %s > TOPIC/0/append", fmtBytes(size)),
+		Value:    Figure{V: mbps(size, best), Unit: "MB/s", Extra: perSec(n, best, "rec")},
+		BaseName: "cat > file",
+		Baseline: Figure{V: mbps(size, bestBase), Unit: "MB/s"},
+		Note:     "100-byte lines, one record each; neither side fsyncs; records are readable when cat's close returns (checked via stats)",
+	}
+	row.ratio()
+	row.ratioAtLeast(0.4)
+	return []Row{row}, nil
+}
+
+// dropCache drops the kernel's page cache of one file (a FUSE view), so the
+// next read goes to the file system and not to pages an earlier read left.
+func dropCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// catView times `cat view > /dev/null`, starting from a cold FUSE page cache.
+func catView(ctx context.Context, path string) (time.Duration, error) {
+	if err := dropCache(path); err != nil {
+		return 0, err
+	}
+	return timeCmd(ctx, nil, "cat", path)
+}
+
+func mountRead(ctx context.Context, r *runner) (rows []Row, err error) {
+	v, err := r.viewData(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.startMount(ctx, v.dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := m.stop(); err == nil {
+			err = serr
+		}
+	}()
+	info := v.built[topicSmall]
+	view := m.path(topicSmall, "0", "records")
+	fi, err := os.Stat(view)
+	if err != nil {
+		return nil, err
+	}
+	if want := info.records * int64(v.valueSize+1); fi.Size() != want {
+		return nil, fmt.Errorf("%s is %d bytes, want %d (%d records)", view, fi.Size(), want, info.records)
+	}
+	dir := v.partDir(topicSmall)
+	if _, _, err := catLogs(ctx, dir); err != nil { // warm the .log files
+		return nil, err
+	}
+	var best, bestBase time.Duration
+	var logBytes int64
+	for range r.reps() {
+		d, lb, err := catLogs(ctx, dir)
+		if err != nil {
+			return nil, errorf("cat .log", err)
+		}
+		if bestBase == 0 || d < bestBase {
+			bestBase, logBytes = d, lb
+		}
+		d, err = catView(ctx, view)
+		if err != nil {
+			return nil, errorf("cat records", err)
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	row := Row{
+		Workload: "mount-read",
+		Name:     fmt.Sprintf("mount read cat records (%s .log)", fmtBytes(logBytes)),
+		Value:    Figure{V: mbps(logBytes, best), Unit: "MB/s", Extra: perSec(info.records, best, "rec")},
+		BaseName: "cat .log",
+		Baseline: Figure{V: mbps(logBytes, bestBase), Unit: "MB/s"},
+		Note:     "MB/s of .log bytes for both; .log files warm in the page cache, the view's own page cache dropped before each read",
+	}
+	row.ratio()
+	row.ratioAtLeast(0.25)
+	return []Row{row}, nil
+}
+
+// openFirstLine opens path, reads until the first '\n' and closes it,
+// returning the line length without '\n'.
+func openFirstLine(path string, buf []byte) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	got := 0
+	for {
+		n, err := f.Read(buf[got:])
+		if i := bytes.IndexByte(buf[got:got+n], '\n'); i >= 0 {
+			return got + i, nil
+		}
+		got += n
+		if err == io.EOF || got == len(buf) {
+			return 0, fmt.Errorf("%s: no line in the first %d bytes", path, got)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// offsetLatencies opens by-offset/N at uniformly random N and returns the
+// sorted latencies of open + first line + close.
+func offsetLatencies(ctx context.Context, m *mountProc, topic string, records int64, opens, valueSize int, seed uint64) ([]time.Duration, error) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	buf := make([]byte, 64<<10)
+	const warmup = 20
+	lat := make([]time.Duration, 0, opens)
+	for i := range opens + warmup {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		off := rng.Int64N(records)
+		path := m.path(topic, "0", "by-offset", strconv.FormatInt(off, 10))
+		start := time.Now()
+		n, err := openFirstLine(path, buf)
+		d := time.Since(start)
+		if err != nil {
+			return nil, err
+		}
+		if n != valueSize {
+			return nil, fmt.Errorf("%s: first line is %d bytes, want %d", path, n, valueSize)
+		}
+		if i >= warmup {
+			lat = append(lat, d)
+		}
+	}
+	slices.Sort(lat)
+	return lat, nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mountOffset(ctx context.Context, r *runner) (rows []Row, err error) {
+	v, err := r.viewData(ctx, topicLarge)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.startMount(ctx, v.dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := m.stop(); err == nil {
+			err = serr
+		}
+	}()
+	small, err := offsetLatencies(ctx, m, topicSmall, v.built[topicSmall].records, r.sizes.Opens, v.valueSize, 1)
+	if err != nil {
+		return nil, errorf(topicSmall, err)
+	}
+	large, err := offsetLatencies(ctx, m, topicLarge, v.built[topicLarge].records, r.sizes.Opens, v.valueSize, 2)
+	if err != nil {
+		return nil, errorf(topicLarge, err)
+	}
+	sb, lb := fmtBytes(v.built[topicSmall].logBytes), fmtBytes(v.built[topicLarge].logBytes)
+	for _, q := range []struct {
+		name string
+		q    float64
+	}{{"median", 0.5}, {"p99", 0.99}} {
+		row := Row{
+			Workload: "mount-offset",
+			Name:     fmt.Sprintf("by-offset open+line+close %s, %s", q.name, lb),
+			Value:    Figure{V: ms(quantile(large, q.q)), Unit: "ms"},
+			BaseName: sb,
+			Baseline: Figure{V: ms(quantile(small, q.q)), Unit: "ms"},
+		}
+		row.ratio()
+		if q.name == "p99" {
+			row.ratioAtMost(2)
+			row.Note = fmt.Sprintf("%d random offsets per partition (after 20 warm-up opens); ratio = large/small; .log files in the page cache", len(large))
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}

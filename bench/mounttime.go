@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+const segsTopic = "segs"
+
+// buildSegments writes n one-record segments (a tiny segment.bytes makes
+// every append roll) through the engine and closes the directory cleanly.
+func (r *runner) buildSegments(data string, n int) (err error) {
+	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Logger: quietLogger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	t, err := d.CreateTopic(segsTopic, 1)
+	if err != nil {
+		return err
+	}
+	// One 100-byte record is a batch of about 170 bytes: a second one
+	// never fits, so each append rolls.
+	if err := t.AlterConfig(map[string]string{"segment.bytes": "200"}); err != nil {
+		return err
+	}
+	part, err := t.Partition(0)
+	if err != nil {
+		return err
+	}
+	p := newPool(5)
+	recs := make([]record.Record, 1)
+	for i := range n {
+		recs[0] = record.Record{Timestamp: -1, Value: p.chunk(int64(i), 100)}
+		if _, _, err := part.Append(recs); err != nil {
+			return err
+		}
+	}
+	if got := len(part.Segments()); got != n {
+		return fmt.Errorf("%d appends made %d segments, want %d", n, got, n)
+	}
+	return nil
+}
+
+func mountTime(ctx context.Context, r *runner) (rows []Row, err error) {
+	data := r.path("segs-data")
+	start := time.Now()
+	if err := r.buildSegments(data, r.sizes.Segments); err != nil {
+		return nil, errorf("build", err)
+	}
+	r.logf("built %d segments in %v", r.sizes.Segments, time.Since(start).Round(time.Millisecond))
+	dir := data + "/" + segsTopic + "-0"
+
+	var ls time.Duration
+	for i := range 4 { // the first run warms the dentry and inode caches
+		d, err := timeCmd(ctx, nil, "ls", "-l", dir)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && (ls == 0 || d < ls) {
+			ls = d
+		}
+	}
+
+	var clean time.Duration
+	var last *mountProc
+	for range r.reps() + 1 {
+		m, err := r.startMount(ctx, data, nil)
+		if err != nil {
+			return nil, errorf("clean mount", err)
+		}
+		st, err := m.stats(segsTopic)
+		if serr := m.stop(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return nil, errorf("clean mount", err)
+		}
+		if st.SegmentCount != r.sizes.Segments {
+			return nil, fmt.Errorf("the mount shows %d segments, want %d", st.SegmentCount, r.sizes.Segments)
+		}
+		if clean == 0 || m.ready < clean {
+			clean = m.ready
+		}
+		last = m
+	}
+
+	// A crash: mount, kill -9, mount again (recovery instead of the clean
+	// shutdown marker).
+	m, err := r.remount(ctx, last)
+	if err != nil {
+		return nil, errorf("mount before kill", err)
+	}
+	m.kill()
+	m2, err := r.remount(ctx, m)
+	if err != nil {
+		return nil, errorf("mount after kill -9", err)
+	}
+	st, err := m2.stats(segsTopic)
+	if serr := m2.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, errorf("mount after kill -9", err)
+	}
+	if st.LogEndOffset != int64(r.sizes.Segments) {
+		return nil, fmt.Errorf("after kill -9 the log ends at %d, want %d", st.LogEndOffset, r.sizes.Segments)
+	}
+
+	name := strconv.Itoa(r.sizes.Segments) + " segments"
+	cleanRow := Row{
+		Workload: "mount-time",
+		Name:     "mount time, " + name + ", clean shutdown",
+		Value:    Figure{V: ms(clean), Unit: "ms"},
+		BaseName: "ls -l",
+		Baseline: Figure{V: ms(ls), Unit: "ms"},
+		Note:     "exec of topicfs mount until its ready line; ls -l of the partition directory, dentry cache warm",
+	}
+	cleanRow.ratio()
+	cleanRow.ratioAtMost(5)
+	crashRow := Row{
+		Workload: "mount-time",
+		Name:     "mount time, " + name + ", after kill -9",
+		Value:    Figure{V: ms(m2.ready), Unit: "ms"},
+		BaseName: "ls -l",
+		Baseline: Figure{V: ms(ls), Unit: "ms"},
+	}
+	crashRow.ratio()
+	return []Row{cleanRow, crashRow}, nil
+}
