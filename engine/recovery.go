@@ -587,6 +587,16 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		if err := errors.Join(errs...); err != nil {
 			return res, err
 		}
+		if onDisk {
+			// Keep no writable mapping or descriptor for a sealed segment:
+			// reopen the rebuilt indexes read-only (entries on the heap).
+			if err := s.closeIndexesLocked(); err != nil {
+				return res, err
+			}
+			if err := s.openIndexesLocked(false); err != nil {
+				return res, err
+			}
+		}
 	}
 	s.w.ib = ib
 	s.next.Store(next)
