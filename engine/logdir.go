@@ -70,7 +70,16 @@ type LogDirOptions struct {
 	ReadOnly  bool                         // take no lock, write nothing, recover in memory
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// CheckpointInterval is how often a read-write LogDir writes the three
+	// checkpoint files in the background, as Kafka does every
+	// log.flush.offset.checkpoint.interval.ms, so that recovery after a
+	// crash starts from a recent recovery point. 0 means 60 s; negative
+	// means never (Close still writes them).
+	CheckpointInterval time.Duration
 }
+
+// DefaultCheckpointInterval is Kafka's log.flush.offset.checkpoint.interval.ms.
+const DefaultCheckpointInterval = 60 * time.Second
 
 // LogDir is a data directory: one directory per topic partition, named
 // <topic>-<partition>, plus Kafka's checkpoint files in the root.
@@ -101,6 +110,11 @@ type LogDir struct {
 	}
 
 	bg sync.WaitGroup // background removal of -delete directories
+
+	// The periodic checkpoint goroutine: stopped by closing stop (once).
+	stop     chan struct{}
+	stopOnce sync.Once
+	loop     sync.WaitGroup
 }
 
 // OpenLogDir opens the data directory at path, discovering every <topic>-<p>
@@ -164,7 +178,39 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		}
 		return nil, err
 	}
+	if !d.readOnly {
+		every := opts.CheckpointInterval
+		if every == 0 {
+			every = DefaultCheckpointInterval
+		}
+		if every > 0 {
+			t := time.NewTicker(every)
+			d.startCheckpointLoop(t.C, t.Stop)
+		}
+	}
 	return d, nil
+}
+
+// startCheckpointLoop writes the checkpoints at every tick until Close.
+func (d *LogDir) startCheckpointLoop(tick <-chan time.Time, stopTicker func()) {
+	d.stop = make(chan struct{})
+	d.loop.Add(1)
+	go func() {
+		defer d.loop.Done()
+		if stopTicker != nil {
+			defer stopTicker()
+		}
+		for {
+			select {
+			case <-d.stop:
+				return
+			case <-tick:
+				if err := d.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+					d.log.Warn("writing checkpoints", "path", d.path, "err", err)
+				}
+			}
+		}
+	}()
 }
 
 // mkdirDurable creates dir and any missing parents, syncing the parent of
@@ -670,6 +716,13 @@ func (d *LogDir) checkpointLocked() error {
 // syncs the data dir and releases the lock. It waits for background removals.
 // Read-only: closes the partitions and writes nothing. Close is idempotent.
 func (d *LogDir) Close() error {
+	// Stop the checkpoint loop first: it takes d.admin.
+	d.stopOnce.Do(func() {
+		if d.stop != nil {
+			close(d.stop)
+		}
+	})
+	d.loop.Wait()
 	d.admin.Lock()
 	defer d.admin.Unlock()
 	d.mu.Lock()

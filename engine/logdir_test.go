@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -687,4 +688,52 @@ func TestLogDirFaults(t *testing.T) {
 		require.NoError(t, err, "the lock was released despite the error")
 		require.NoError(t, d2.Close())
 	})
+}
+
+func TestLogDirPeriodicCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := ldOpts()
+	opts.CheckpointInterval = -1 // the test drives the loop
+	d, err := OpenLogDir(mem, "/data", opts)
+	require.NoError(t, err)
+	tick := make(chan time.Time)
+	d.startCheckpointLoop(tick, nil)
+	tp, err := d.CreateTopic("t", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, _, err = p.Append([]record.Record{{Timestamp: 1, Value: []byte("a")}, {Timestamp: 2, Value: []byte("b")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	// The second send on the unbuffered channel returns only after the loop
+	// finished handling the first tick.
+	tick <- time.Time{}
+	tick <- time.Time{}
+	rp, err := ReadCheckpoint(mem, "/data/"+RecoveryPointCheckpointFile)
+	require.NoError(t, err)
+	assert.Equal(t, map[TopicPartition]int64{{Topic: "t", Partition: 0}: 2}, rp)
+
+	// A crash now recovers from the checkpointed recovery point.
+	img := mem.Crash()
+	require.NoError(t, d.Close())
+	d2, err := OpenLogDir(img, "/data", ldOpts())
+	require.NoError(t, err)
+	p2 := interopPartition(t, d2, "t", 0)
+	assert.EqualValues(t, 2, p2.LogEndOffset())
+	require.NoError(t, d2.Close())
+}
+
+func TestLogDirDefaultCheckpointLoopStops(t *testing.T) {
+	d, err := OpenLogDir(vfs.NewMem(), "/data", ldOpts())
+	require.NoError(t, err)
+	require.NotNil(t, d.stop, "read-write LogDirs checkpoint in the background by default")
+	require.NoError(t, d.Close()) // returns: the loop stopped
+	ro := ldOpts()
+	ro.ReadOnly = true
+	mem := vfs.NewMem()
+	require.NoError(t, mem.MkdirAll("/data2", 0o755))
+	r, err := OpenLogDir(mem, "/data2", ro)
+	require.NoError(t, err)
+	assert.Nil(t, r.stop, "read-only never writes checkpoints")
+	require.NoError(t, r.Close())
 }
