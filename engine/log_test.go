@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -780,4 +782,68 @@ func TestSealedIndexesLoadLazily(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, pos)
 	assert.True(t, loaded(s))
+}
+
+func TestFlushErrorKeepsRecoveryPoint(t *testing.T) {
+	sw := &vfs.Switchable{}
+	p := openTest(t, vfs.NewErrorFS(vfs.NewMem(), sw), "/d/t-0", testConfig())
+	defer p.Close()
+	_, _, err := p.Append(makeRecs(0, 5, 1))
+	require.NoError(t, err)
+	sw.Set(vfs.FailOnPath(".log", vfs.OpSync, syscall.EIO))
+	require.ErrorIs(t, p.Flush(), syscall.EIO)
+	assert.Equal(t, int64(0), p.RecoveryPoint())
+	sw.Set(nil)
+	require.NoError(t, p.Flush())
+	assert.Equal(t, int64(5), p.RecoveryPoint())
+}
+
+func TestSnapshotOutlivesClose(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "/d/t-0", testConfig())
+	_, _, err := p.Append(makeRecs(0, 5, 1))
+	require.NoError(t, err)
+	snap := p.Snapshot()
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "Close is idempotent")
+	b, err := snap.Segments[0].ReadBatch(0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int32(5), b.RecordCount)
+	buf := make([]byte, 100)
+	n, err := snap.Segments[0].ReadAt(buf, snap.Segments[0].Size()-10)
+	assert.Equal(t, 10, n)
+	assert.ErrorIs(t, err, io.EOF)
+	snap.Release()
+	snap.Release() // idempotent
+	empty := p.Snapshot()
+	assert.Empty(t, empty.Segments)
+	empty.Release()
+}
+
+func TestAppendBatchRejectsLegacy(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "/d/t-0", testConfig())
+	defer p.Close()
+	b, err := os.ReadFile(fixtureRoot + "/kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1-v1/00000000000000000000.log")
+	require.NoError(t, err)
+	batch, err := record.ReadAt(bytes.NewReader(b), 0, int64(len(b)), nil)
+	require.NoError(t, err)
+	_, _, err = p.AppendBatch(batch.Raw)
+	require.ErrorIs(t, err, record.ErrUnsupported)
+	assert.Equal(t, int64(0), p.LogEndOffset())
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	fs := vfs.NewMem()
+	fillPartition(t, fs, "/d/t-0", testConfig(), 3)
+	p := openTest(t, fs, "/d/t-0", testConfig(), func(o *PartitionOptions) { o.ReadOnly = true; o.CleanShutdown = true })
+	defer p.Close()
+	_, _, err := p.AppendBatch(producerBatch(t, plainSpec(), makeRecs(0, 1, 1)))
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, p.Roll(), ErrReadOnly)
+	_, err = p.DeleteOldestSegments(1, "x")
+	require.ErrorIs(t, err, ErrReadOnly)
+	_, err = p.NewCleanedSegment(0)
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, p.ReplaceSegments(nil, nil), ErrReadOnly)
+	require.NoError(t, p.Flush())
+	assert.Equal(t, seq(0, 30), offsetsOf(readAll(t, p)))
 }
