@@ -737,3 +737,36 @@ func TestLogDirDefaultCheckpointLoopStops(t *testing.T) {
 	assert.Nil(t, r.stop, "read-only never writes checkpoints")
 	require.NoError(t, r.Close())
 }
+
+func ExampleOpenLogDir() {
+	fsys := vfs.NewMem() // vfs.OS for a real data directory
+	d, err := OpenLogDir(fsys, "/data", LogDirOptions{
+		Overrides: map[string]map[string]string{"orders": {"retention.ms": "3600000"}},
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	orders, _ := d.CreateTopic("orders", 2)
+	p, _ := orders.Partition(1)
+	first, last, _ := p.Append([]record.Record{
+		{Timestamp: 1700000000000, Key: []byte("k"), Value: []byte("hello")},
+		{Timestamp: 1700000000001, Value: []byte("world")},
+	})
+	_ = orders.AlterConfig(map[string]string{"cleanup.policy": "compact"})
+	fmt.Println("appended", first, "to", last)
+	for _, t := range d.Topics() {
+		fmt.Println(t.Name(), len(t.Partitions()), "partitions", "retention.ms="+fmt.Sprint(t.Config().RetentionMs), t.Config().CleanupPolicy)
+	}
+	entries, _ := fsys.ReadDir("/data/orders-1")
+	for _, e := range entries {
+		fmt.Println("orders-1/" + e.Name())
+	}
+	_ = d.Close()
+	// Output:
+	// appended 0 to 1
+	// orders 2 partitions retention.ms=3600000 compact
+	// orders-1/00000000000000000000.index
+	// orders-1/00000000000000000000.log
+	// orders-1/00000000000000000000.timeindex
+}
