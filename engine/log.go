@@ -557,8 +557,11 @@ func (p *Partition) timeToRoll(s *Segment, cfg *Config, maxTs, nowMs int64) bool
 	return waited > maxMs-s.w.rollJitterMs
 }
 
-// MaybeRoll rolls a non-empty active segment that is older than segment.ms
-// (minus jitter), so that quiet topics still roll and retention can delete.
+// MaybeRoll rolls a non-empty active segment older than segment.ms (minus
+// its jitter; max.compaction.lag.ms caps it on compacted topics), so that
+// quiet topics still roll and retention can delete them. Age is wall-clock
+// time since the segment was created (for a segment found on disk at open,
+// since its .log was last modified). Callers run it from a ticker.
 func (p *Partition) MaybeRoll() (bool, error) {
 	if p.opts.ReadOnly {
 		return false, nil
@@ -573,8 +576,13 @@ func (p *Partition) MaybeRoll() (bool, error) {
 	if s.Size() == 0 {
 		return false, nil
 	}
-	nowMs := p.now().UnixMilli()
-	if !p.timeToRoll(s, cfg, nowMs, nowMs) {
+	// By wall-clock age, not record timestamps: a quiet topic fed with
+	// historical timestamps must not roll at every call.
+	maxMs := cfg.SegmentMs
+	if cfg.Compact() && cfg.MaxCompactionLagMs > 0 {
+		maxMs = min(maxMs, cfg.MaxCompactionLagMs)
+	}
+	if p.now().Sub(s.created).Milliseconds() <= maxMs-s.w.rollJitterMs {
 		return false, nil
 	}
 	if err := p.rollLocked(p.logEnd.Load(), cfg); err != nil {

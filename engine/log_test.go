@@ -847,3 +847,20 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	require.NoError(t, p.Flush())
 	assert.Equal(t, seq(0, 30), offsetsOf(readAll(t, p)))
 }
+
+func TestMaybeRollIgnoresHistoricalTimestamps(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	cfg := testConfig()
+	cfg.SegmentMs = 1000
+	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg, func(o *PartitionOptions) { o.Now = clock.Now })
+	defer p.Close()
+	_, _, err := p.Append(makeRecs(0, 2, 1_000_000)) // timestamps from 1970
+	require.NoError(t, err)
+	rolled, err := p.MaybeRoll()
+	require.NoError(t, err)
+	assert.False(t, rolled, "the segment is young by the wall clock")
+	clock.Advance(2 * time.Second)
+	rolled, err = p.MaybeRoll()
+	require.NoError(t, err)
+	assert.True(t, rolled)
+}
