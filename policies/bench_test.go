@@ -92,7 +92,7 @@ func BenchmarkCleaner(b *testing.B) {
 				require.NoError(b, err)
 				p, err := tp.Partition(0)
 				require.NoError(b, err)
-				s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(b)})
+				s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(b), DedupeBufferSize: 16 << 20})
 				b.StartTimer()
 				run, err := s.CleanPartition(p, true)
 				b.StopTimer()

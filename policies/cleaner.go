@@ -32,6 +32,10 @@ type cleaner struct {
 	logger        *slog.Logger
 	progressBytes int64
 
+	// hook, when set (tests only), is called at named points of a run:
+	// "group" before a group is rewritten, "replace" before its swap.
+	hook func(event string)
+
 	buf  []byte          // read buffer, grows to the largest batch
 	out  []byte          // encode buffer
 	recs []record.Record // decoded records of the current batch
@@ -42,12 +46,13 @@ func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *clean
 	return &cleaner{mapBytes: mapBytes, logger: logger, progressBytes: progressBytes}
 }
 
-func (c *cleaner) offsetMap() *OffsetMap {
+// offsetMap returns the cleaner's map, emptied and sized for at most keys
+// distinct keys (the offsets of the range to map).
+func (c *cleaner) offsetMap(keys int64) *OffsetMap {
 	if c.m == nil {
 		c.m = NewOffsetMap(c.mapBytes)
-	} else {
-		c.m.Reset()
 	}
+	c.m.ResetFor(keys)
 	return c.m
 }
 
@@ -122,7 +127,7 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		}
 	}
 
-	m := c.offsetMap()
+	m := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
 	full := false
 	if horizonOnly {
 		m.UpdateLatestOffset(cl.FirstDirty - 1)
@@ -188,7 +193,7 @@ func (r *cleanRound) forEachBatch(s *engine.Segment, pos int64, phase string, fn
 	end := s.Size()
 	for pos < end {
 		if err := r.ctx.Err(); err != nil {
-			return fmt.Errorf("%w: %v", errAbandoned, err)
+			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 		b, err := s.ReadBatch(pos, r.c.buf)
 		if errors.Is(err, io.EOF) {
@@ -276,8 +281,14 @@ func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstD
 // cleanGroup rewrites the segments of one group into one cleaned segment and
 // swaps it in.
 func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*engine.Segment, tr *txnTracker, lastGroup bool) error {
+	if r.c.hook != nil {
+		r.c.hook("group")
+	}
 	w, err := r.p.NewCleanedSegment(g[0].Base)
 	if err != nil {
+		if ignorable(err) {
+			return fmt.Errorf("%w: %w", errAbandoned, err)
+		}
 		return err
 	}
 	done := false
@@ -320,9 +331,12 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 	if err := w.Finish(); err != nil {
 		return err
 	}
+	if r.c.hook != nil {
+		r.c.hook("replace")
+	}
 	if err := r.p.ReplaceSegments(old, []*engine.SegmentWriter{w}); err != nil {
 		if errors.Is(err, engine.ErrConflict) || errors.Is(err, engine.ErrClosed) {
-			return fmt.Errorf("%w: %v", errAbandoned, err)
+			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 		return err
 	}

@@ -51,15 +51,12 @@ func NewOffsetMap(memory int64) *OffsetMap {
 	if n < 2 {
 		n = 2
 	}
-	m := &OffsetMap{slots: make([]offsetSlot, n), latest: -1}
-	m.max = int(float64(n) * LoadFactor)
-	if m.max < 1 {
-		m.max = 1
-	}
+	m := &OffsetMap{slots: make([]offsetSlot, n)}
+	m.ResetFor(-1)
 	return m
 }
 
-// Slots returns the number of slots.
+// Slots returns the number of slots in use (see ResetFor).
 func (m *OffsetMap) Slots() int { return len(m.slots) }
 
 // Len returns the number of distinct key hashes stored.
@@ -72,8 +69,9 @@ func (m *OffsetMap) MaxEntries() int { return m.max }
 // must not be called then.
 func (m *OffsetMap) Full() bool { return m.n >= m.max }
 
-// MemoryBytes returns the bytes held by the slots.
-func (m *OffsetMap) MemoryBytes() int64 { return int64(len(m.slots)) * OffsetMapSlotSize }
+// MemoryBytes returns the bytes held by the slots (all of them, in use or
+// not).
+func (m *OffsetMap) MemoryBytes() int64 { return int64(cap(m.slots)) * OffsetMapSlotSize }
 
 // LatestOffset returns the largest offset recorded, or -1.
 func (m *OffsetMap) LatestOffset() int64 { return m.latest }
@@ -88,9 +86,26 @@ func (m *OffsetMap) UpdateLatestOffset(off int64) {
 
 // Reset empties the map, keeping its memory.
 func (m *OffsetMap) Reset() {
+	m.ResetFor(-1)
+}
+
+// ResetFor empties the map and, when at most keys distinct keys can come
+// (keys >= 0, e.g. the number of offsets in the range to map), uses only as
+// many slots as that needs at the load factor: a small dirty range then
+// touches (and clears) a small part of the memory, which keeps the probes
+// in cache. keys < 0 uses every slot.
+func (m *OffsetMap) ResetFor(keys int64) {
 	if m.n > 0 {
 		clear(m.slots)
 	}
+	m.slots = m.slots[:cap(m.slots)]
+	if keys >= 0 {
+		need := int64(float64(keys)/LoadFactor) + 2
+		if need < int64(len(m.slots)) {
+			m.slots = m.slots[:max(need, 2)]
+		}
+	}
+	m.max = max(int(float64(len(m.slots))*LoadFactor), 1)
 	m.n = 0
 	m.latest = -1
 }

@@ -70,6 +70,25 @@ func TestOffsetMapTiny(t *testing.T) {
 	assert.Equal(t, int64(-1), m.Get([]byte("y")), "lookup of an absent key ends")
 }
 
+func TestOffsetMapResetFor(t *testing.T) {
+	m := NewOffsetMap(24 * 1000)
+	m.ResetFor(90)
+	assert.Equal(t, 102, m.Slots(), "90 keys at load factor 0.9 (+2)")
+	for i := 0; i < 90; i++ {
+		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
+	}
+	assert.Equal(t, 90, m.Len())
+	m.ResetFor(1 << 40)
+	assert.Equal(t, 1000, m.Slots(), "never more than the memory")
+	assert.Equal(t, 900, m.MaxEntries())
+	assert.Equal(t, int64(-1), m.Get([]byte("k1")), "reset clears every slot")
+	m.ResetFor(0)
+	assert.Equal(t, 2, m.Slots())
+	assert.True(t, m.Put([]byte("x"), 1))
+	assert.False(t, m.Put([]byte("y"), 2))
+	assert.Equal(t, int64(24*1000), m.MemoryBytes())
+}
+
 func TestOffsetMapWraparound(t *testing.T) {
 	// Many keys in few slots force probe sequences across the end of the table.
 	m := NewOffsetMap(24 * 11)

@@ -218,7 +218,7 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 	var errs []error
 	now := s.now()
 	cfg := p.Config()
-	if _, err := p.MaybeRoll(); err != nil && !errors.Is(err, engine.ErrClosed) {
+	if _, err := p.MaybeRoll(); err != nil && !ignorable(err) {
 		s.noteErr(p, "roll", err)
 		errs = append(errs, err)
 	}
@@ -235,7 +235,7 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 		}
 	}
 	if flushDue {
-		if err := p.Flush(); err != nil && !errors.Is(err, engine.ErrClosed) {
+		if err := p.Flush(); err != nil && !ignorable(err) {
 			s.noteErr(p, "flush", err)
 			errs = append(errs, err)
 		} else {
@@ -244,7 +244,7 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 			s.mu.Unlock()
 		}
 	}
-	if err := p.PurgeDeleted(now); err != nil && !errors.Is(err, engine.ErrClosed) {
+	if err := p.PurgeDeleted(now); err != nil && !ignorable(err) {
 		s.noteErr(p, "purge deleted segments", err)
 		errs = append(errs, err)
 	}
@@ -273,7 +273,7 @@ func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
 		st.lastReason = reason
 	}
 	s.mu.Unlock()
-	if err != nil && !errors.Is(err, engine.ErrClosed) {
+	if err != nil && !ignorable(err) {
 		s.noteErr(p, "retention", err)
 		return err
 	}
@@ -478,6 +478,22 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 	out.CleanerExplanation = why[0]
 	out.Explanations = append([]string{out.RetentionExplanation}, why...)
 	return out
+}
+
+// ignorable reports errors that mean "not now" rather than failure: a
+// partition closed under us (topic deleted, unmount) or opened read-only.
+func ignorable(err error) bool {
+	return errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrReadOnly)
+}
+
+// setHook installs a test hook on every cleaner (tests only; call before
+// any cleaning runs).
+func (s *Scheduler) setHook(h func(event string)) {
+	for i := 0; i < s.threads; i++ {
+		c := <-s.cleaners
+		c.hook = h
+		defer func() { s.cleaners <- c }()
+	}
 }
 
 func msDuration(ms int64) time.Duration {

@@ -1,0 +1,182 @@
+package policies
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// dupLog writes n rounds over keys k0..k9 into p and rolls, so that a
+// cleaning has something to drop.
+func dupLog(t *testing.T, p *engine.Partition, rounds int) {
+	t.Helper()
+	for r := 0; r < rounds; r++ {
+		for k := 0; k < 10; k++ {
+			appendRecs(t, p, kv(fmt.Sprint("k", k), fmt.Sprintf("round %d value of some length", r)))
+		}
+	}
+	require.NoError(t, p.Roll())
+}
+
+// TestCleanerConflictWithRetention: retention deletes a segment while a
+// cleaning is about to swap; ReplaceSegments reports ErrConflict, the run
+// is abandoned without advancing the cleaner checkpoint, and the next round
+// cleans.
+func TestCleanerConflictWithRetention(t *testing.T) {
+	clk := newClock()
+	mem := vfs.NewMem()
+	d := openLogDir(t, mem, "/data", clk, map[string]string{
+		"cleanup.policy": "compact,delete", "segment.bytes": "400", "retention.ms": "-1",
+	})
+	p := createPartition(t, d, "race", nil)
+	dupLog(t, p, 5)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	once := sync.Once{}
+	s.setHook(func(ev string) {
+		if ev == "replace" {
+			once.Do(func() {
+				_, err := p.DeleteOldestSegments(1, "test: racing retention")
+				require.NoError(t, err)
+			})
+		}
+	})
+	before := p.FirstDirtyOffset()
+	run, err := s.CleanPartition(p, true)
+	require.ErrorIs(t, err, errAbandoned)
+	require.ErrorIs(t, err, engine.ErrConflict)
+	require.NotNil(t, run)
+	assert.Contains(t, run.Outcome, "abandoned")
+	assert.Equal(t, before, p.FirstDirtyOffset(), "checkpoint not advanced")
+	for _, n := range listDir(t, mem, p.Dir()) {
+		assert.False(t, strings.HasSuffix(n, ".cleaned") || strings.HasSuffix(n, ".swap"), "left %s", n)
+	}
+	st := s.State("race", 0)
+	require.NotNil(t, st.LastCleaning)
+	assert.Contains(t, st.LastCleaning.Outcome, "abandoned")
+
+	run, err = s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	assert.Equal(t, "done", run.Outcome)
+	recs := readAll(t, p)
+	keys := map[string]bool{}
+	for _, r := range recs {
+		assert.False(t, keys[string(r.Key)], "key %s once", r.Key)
+		keys[string(r.Key)] = true
+	}
+}
+
+// TestSchedulerStopAbandonsCleaning: Stop during a cleaning abandons it at
+// the next batch; the log keeps its records and no .cleaned file remains.
+func TestSchedulerStopAbandonsCleaning(t *testing.T) {
+	clk := newClock()
+	mem := vfs.NewMem()
+	d := openLogDir(t, mem, "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"})
+	p := createPartition(t, d, "stop", nil)
+	dupLog(t, p, 5)
+	before := readAll(t, p)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	stopped := make(chan struct{})
+	s.setHook(func(ev string) {
+		if ev == "group" {
+			go func() { s.Stop(); close(stopped) }()
+			<-s.ctx.Done() // Stop has cancelled; the run notices at its next batch
+		}
+	})
+	run, err := s.CleanPartition(p, true)
+	<-stopped
+	require.ErrorIs(t, err, errAbandoned)
+	require.NotNil(t, run)
+	assert.Equal(t, before, readAll(t, p))
+	assert.Equal(t, int64(-1), p.FirstDirtyOffset())
+	for _, n := range listDir(t, mem, p.Dir()) {
+		assert.False(t, strings.HasSuffix(n, ".cleaned"), "left %s", n)
+	}
+}
+
+// TestSchedulerBackgroundCleaning: a started scheduler compacts a dirty log
+// on its own.
+func TestSchedulerBackgroundCleaning(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"})
+	p := createPartition(t, d, "bgc", nil)
+	dupLog(t, p, 5)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), TickInterval: 2 * time.Millisecond, DedupeBufferSize: testBuffer})
+	s.Start()
+	defer s.Stop()
+	for p.FirstDirtyOffset() <= 0 { // the test binary's -timeout bounds this
+		time.Sleep(2 * time.Millisecond)
+	}
+	st := s.State("bgc", 0)
+	require.NotNil(t, st.LastCleaning)
+	assert.Equal(t, "done", st.LastCleaning.Outcome)
+	assert.Equal(t, int64(1), st.Cleanings)
+	assert.Equal(t, int64(40), st.LastCleaning.RecordsDropped)
+	assert.Len(t, readAll(t, p), 10)
+}
+
+// TestSchedulerFlushMs: with flush.ms set, housekeeping flushes a partition
+// once flush.ms has passed since its last flush, advancing the recovery
+// point.
+func TestSchedulerFlushMs(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"flush.ms": "1000"})
+	p := createPartition(t, d, "fl", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	require.NoError(t, s.RunRetention()) // first sight
+	appendRecs(t, p, kv("a", "1"), kv("b", "2"))
+	rp := p.RecoveryPoint()
+	require.Less(t, rp, p.LogEndOffset())
+	clk.Advance(500 * time.Millisecond)
+	require.NoError(t, s.RunRetention())
+	assert.Equal(t, rp, p.RecoveryPoint(), "not yet due")
+	clk.Advance(600 * time.Millisecond)
+	require.NoError(t, s.RunRetention())
+	assert.Equal(t, p.LogEndOffset(), p.RecoveryPoint(), "flushed on flush.ms")
+	assert.Equal(t, clk.Now(), s.State("fl", 0).LastFlush)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestCleanerProgressLog: a cleaning logs its progress every ProgressBytes.
+func TestCleanerProgressLog(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"})
+	p := createPartition(t, d, "prog", nil)
+	dupLog(t, p, 5)
+	var buf syncBuffer
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&buf, nil)), ProgressBytes: 1000, DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	_, err := s.CleanPartition(p, true)
+	require.NoError(t, err)
+	out := buf.String()
+	assert.GreaterOrEqual(t, strings.Count(out, "cleaner progress"), 2, out)
+	assert.Contains(t, out, "cleaned log")
+}
