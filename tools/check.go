@@ -579,7 +579,7 @@ func batchEndingAt(batches []batchInfo, off int64) int {
 }
 
 func (c *partitionChecker) checkOffsetIndex(s *segmentFiles, batches []batchInfo, validEnd int64) {
-	raw, size, err := readOffsetIndex(c.fs, s.index, s.base)
+	raw, size, err := readOffsetIndex(c.fs, s.index, s.base, true)
 	if err != nil {
 		c.problem(s.index, -1, "cannot read: %v", err)
 		return
@@ -637,7 +637,7 @@ func (c *partitionChecker) checkOffsetIndex(s *segmentFiles, batches []batchInfo
 }
 
 func (c *partitionChecker) checkTimeIndex(s *segmentFiles, batches []batchInfo) {
-	raw, size, err := readTimeIndex(c.fs, s.timeindex, s.base)
+	raw, size, err := readTimeIndex(c.fs, s.timeindex, s.base, true)
 	if err != nil {
 		c.problem(s.timeindex, -1, "cannot read: %v", err)
 		return

@@ -35,8 +35,11 @@ type timeEntry struct{ ts, offset int64 }
 
 // readEntries reads the fixed-size entries of an index file, stopping at the
 // first entry after entry 0 whose relative offset is 0 (the zero tail of a
-// preallocated file). relAt gives an entry's relative offset.
-func readEntries(f vfs.File, size int64, es int, relAt int, fn func(e []byte)) error {
+// preallocated file). relAt gives an entry's relative offset. With
+// zeroFirstIsEmpty an all-zero entry 0 also ends the entries (a preallocated
+// index with no entry yet: Kafka never indexes position 0); DumpLogSegments
+// prints that entry, so Dump does too.
+func readEntries(f vfs.File, size int64, es int, relAt int, zeroFirstIsEmpty bool, fn func(e []byte)) error {
 	total := size / int64(es)
 	chunk := make([]byte, (64<<10)/es*es)
 	for i := int64(0); i < total; {
@@ -49,6 +52,9 @@ func readEntries(f vfs.File, size int64, es int, relAt int, fn func(e []byte)) e
 			if i+j > 0 && binary.BigEndian.Uint32(e[relAt:]) == 0 {
 				return nil
 			}
+			if i+j == 0 && zeroFirstIsEmpty && allZero(e) {
+				return nil
+			}
 			fn(e)
 		}
 		i += n
@@ -56,7 +62,16 @@ func readEntries(f vfs.File, size int64, es int, relAt int, fn func(e []byte)) e
 	return nil
 }
 
-func readOffsetIndex(fsys vfs.FS, path string, base int64) (entries []offsetEntry, size int64, err error) {
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func readOffsetIndex(fsys vfs.FS, path string, base int64, zeroFirstIsEmpty bool) (entries []offsetEntry, size int64, err error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
@@ -65,7 +80,7 @@ func readOffsetIndex(fsys vfs.FS, path string, base int64) (entries []offsetEntr
 	if size, err = f.Size(); err != nil {
 		return nil, 0, err
 	}
-	err = readEntries(f, size, offsetEntrySize, 0, func(e []byte) {
+	err = readEntries(f, size, offsetEntrySize, 0, zeroFirstIsEmpty, func(e []byte) {
 		entries = append(entries, offsetEntry{
 			offset: base + int64(int32(binary.BigEndian.Uint32(e))),
 			pos:    int64(int32(binary.BigEndian.Uint32(e[4:]))),
@@ -74,7 +89,7 @@ func readOffsetIndex(fsys vfs.FS, path string, base int64) (entries []offsetEntr
 	return entries, size, err
 }
 
-func readTimeIndex(fsys vfs.FS, path string, base int64) (entries []timeEntry, size int64, err error) {
+func readTimeIndex(fsys vfs.FS, path string, base int64, zeroFirstIsEmpty bool) (entries []timeEntry, size int64, err error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
@@ -83,7 +98,7 @@ func readTimeIndex(fsys vfs.FS, path string, base int64) (entries []timeEntry, s
 	if size, err = f.Size(); err != nil {
 		return nil, 0, err
 	}
-	err = readEntries(f, size, timeEntrySize, 8, func(e []byte) {
+	err = readEntries(f, size, timeEntrySize, 8, zeroFirstIsEmpty, func(e []byte) {
 		entries = append(entries, timeEntry{
 			ts:     int64(binary.BigEndian.Uint64(e)),
 			offset: base + int64(int32(binary.BigEndian.Uint32(e[8:]))),
@@ -108,7 +123,7 @@ func (d *dumper) dumpIndex(path string) {
 		d.fail("dump: %s: index name is not an offset: %v", path, err)
 		return
 	}
-	entries, size, err := readOffsetIndex(d.fs, path, base)
+	entries, size, err := readOffsetIndex(d.fs, path, base, false)
 	if err != nil {
 		d.fail("dump: %v", err)
 		return
@@ -185,7 +200,7 @@ func (d *dumper) dumpTimeIndex(path string) {
 		d.fail("dump: %s: index name is not an offset: %v", path, err)
 		return
 	}
-	entries, size, err := readTimeIndex(d.fs, path, base)
+	entries, size, err := readTimeIndex(d.fs, path, base, false)
 	if err != nil {
 		d.fail("dump: %v", err)
 		return
@@ -205,7 +220,7 @@ func (d *dumper) dumpTimeIndex(path string) {
 		return
 	}
 	// A missing .index only makes lookups start at position 0.
-	offIdx, _, _ := readOffsetIndex(d.fs, sibling(path, ".index"), base)
+	offIdx, _, _ := readOffsetIndex(d.fs, sibling(path, ".index"), base, true)
 	lf, logSize, ok := d.open(sibling(path, ".log"))
 	if !ok {
 		return
