@@ -2,9 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,6 +133,21 @@ func lastBatchPos(t *testing.T, fs vfs.FS, path string) (pos, size int64) {
 	return pos, size
 }
 
+// writeIndex replaces an index file with 6 entries made by fill.
+func writeIndex(t *testing.T, fs vfs.FS, path string, entrySize int, fill func(i int, e []byte)) {
+	t.Helper()
+	b := make([]byte, 6*entrySize)
+	for i := 0; i < 6; i++ {
+		fill(i, b[i*entrySize:(i+1)*entrySize])
+	}
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+}
+
 func modifyFile(t *testing.T, fs vfs.FS, path string, fn func(f vfs.File, size int64)) {
 	t.Helper()
 	f, err := fs.OpenFile(path, os.O_RDWR, 0)
@@ -231,6 +248,55 @@ func TestRecoveryDamage(t *testing.T) {
 				_, err := f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}, size)
 				require.NoError(t, err)
 			})
+			return batches * 10
+		}},
+		{"index entries past the end of the log", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			for _, l := range segmentLogs(t, fs, dir) {
+				writeIndex(t, fs, strings.TrimSuffix(l, ".log")+".index", 8, func(i int, e []byte) {
+					binary.BigEndian.PutUint32(e, uint32(i+1))
+					binary.BigEndian.PutUint32(e[4:], uint32(1<<30+i))
+				})
+			}
+			return batches * 10
+		}},
+		{"index entries inside batches", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			for _, l := range segmentLogs(t, fs, dir) {
+				writeIndex(t, fs, strings.TrimSuffix(l, ".log")+".index", 8, func(i int, e []byte) {
+					binary.BigEndian.PutUint32(e, uint32(10*i+15))
+					binary.BigEndian.PutUint32(e[4:], uint32(100*i+37))
+				})
+			}
+			return batches * 10
+		}},
+		{"index random garbage", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			rng := rand.New(rand.NewPCG(1, 2))
+			for _, l := range segmentLogs(t, fs, dir) {
+				writeIndex(t, fs, strings.TrimSuffix(l, ".log")+".index", 8, func(i int, e []byte) {
+					for j := range e {
+						e[j] = byte(rng.IntN(256))
+					}
+				})
+			}
+			return batches * 10
+		}},
+		{"time index random garbage", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			rng := rand.New(rand.NewPCG(3, 4))
+			for _, l := range segmentLogs(t, fs, dir) {
+				writeIndex(t, fs, strings.TrimSuffix(l, ".log")+".timeindex", 12, func(i int, e []byte) {
+					for j := range e {
+						e[j] = byte(rng.IntN(256))
+					}
+				})
+			}
+			return batches * 10
+		}},
+		{"time index offsets past the segment", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
+			for _, l := range segmentLogs(t, fs, dir) {
+				writeIndex(t, fs, strings.TrimSuffix(l, ".log")+".timeindex", 12, func(i int, e []byte) {
+					binary.BigEndian.PutUint64(e, uint64(1_000_000+i))
+					binary.BigEndian.PutUint32(e[8:], uint32(100000+i))
+				})
+			}
 			return batches * 10
 		}},
 		{"preallocated zero-tailed indexes", true, func(t *testing.T, fs vfs.FS, dir string) int64 {

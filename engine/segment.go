@@ -468,6 +468,26 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if pos > 0 {
+		// The batch at an index entry ends at or before the entry's offset,
+		// so at or before target; anything else means the index lies.
+		h, err := s.peekHeader(pos, end)
+		if err == nil && h.lastOffset > target {
+			err = fmt.Errorf("batch there ends at %d, past %d", h.lastOffset, target)
+		}
+		if err != nil {
+			// The index points at no batch: distrust it.
+			s.logger.Warn("engine: offset index entry points at no batch; scanning from the start",
+				"segment", s.LogPath(), "position", pos, "err", err)
+			s.distrustIndexes()
+			if pos, err = s.indexPosition(target); err != nil {
+				return 0, err
+			}
+			if _, err := s.peekHeader(pos, end); err != nil {
+				pos = 0
+			}
+		}
+	}
 	for pos < end {
 		h, err := s.peekHeader(pos, end)
 		if err != nil {
@@ -482,6 +502,22 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		pos += h.size
 	}
 	return end, nil
+}
+
+// distrustIndexes rebuilds a sealed segment's indexes from its .log (the
+// active segment's belong to the writer and stay).
+func (s *Segment) distrustIndexes() {
+	if !s.Sealed() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return
+	}
+	if _, err := s.rebuildLocked(false, nil); err != nil {
+		s.logger.Error("engine: rebuilding index", "segment", s.mu.files.log, "err", err)
+	}
 }
 
 // indexPosition returns the offset-index position for target.
@@ -692,7 +728,7 @@ func (s *Segment) openIndexesLocked(writable bool) error {
 		oidx.Close()
 		return err
 	}
-	if err := errors.Join(oidx.SanityCheck(), tidx.SanityCheck()); err != nil {
+	if err := errors.Join(oidx.SanityCheck(), tidx.SanityCheck(), s.validateIndexes(oidx, tidx)); err != nil {
 		oidx.Close()
 		tidx.Close()
 		return err
@@ -718,6 +754,51 @@ func (s *Segment) openIndexesLocked(writable bool) error {
 	s.mu.oidx, s.mu.tidx, s.mu.txn = oidx, tidx, txn
 	s.mu.loaded = true
 	s.mu.writable = writable
+	return nil
+}
+
+// validateIndexes checks index entries against the .log, beyond Kafka's
+// sanity check (which trusts a file after a clean shutdown): offset-index
+// positions must increase and lie inside the log, and the batch at the last
+// entry must be a batch ending at or before the entry's offset; time-index
+// offsets must be below the segment's next offset. It computes and caches
+// the next offset on the way (a bounded scan from the last entry).
+func (s *Segment) validateIndexes(oidx *index.OffsetIndex, tidx *index.TimeIndex) error {
+	size := s.Size()
+	prev := int64(-1)
+	var lastOff, lastPos int64 = s.base, 0
+	for i := 0; i < oidx.Entries(); i++ {
+		off, pos := oidx.Entry(i)
+		if pos <= prev || pos >= size {
+			return fmt.Errorf("%w: segment %d: offset index entry %d: position %d (previous %d, log size %d)",
+				index.ErrCorruptIndex, s.base, i, pos, prev, size)
+		}
+		prev, lastOff, lastPos = pos, off, pos
+	}
+	next := s.base
+	for pos := lastPos; pos < size; {
+		h, err := s.peekHeader(pos, size)
+		if err != nil {
+			if pos == lastPos && lastPos > 0 {
+				return fmt.Errorf("%w: segment %d: offset index entry points at position %d: %v",
+					index.ErrCorruptIndex, s.base, lastPos, err)
+			}
+			break // the log itself is damaged there: a reader will report it
+		}
+		if pos == lastPos && lastPos > 0 && h.lastOffset > lastOff {
+			return fmt.Errorf("%w: segment %d: offset index entry (%d, %d) but the batch there ends at %d",
+				index.ErrCorruptIndex, s.base, lastOff, lastPos, h.lastOffset)
+		}
+		next = max(next, h.lastOffset+1)
+		pos += h.size
+	}
+	if n := tidx.Entries(); n > 0 {
+		if _, off := tidx.Entry(n - 1); off >= next {
+			return fmt.Errorf("%w: segment %d: time index offset %d at or past the segment's end %d",
+				index.ErrCorruptIndex, s.base, off, next)
+		}
+	}
+	s.next.CompareAndSwap(-1, next)
 	return nil
 }
 
