@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // TestQuickEngineTable runs the in-process rows of the table on tiny sizes,
@@ -192,4 +197,55 @@ func TestQuantile(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, quantile(d, 0.5))
 	assert.Equal(t, 99*time.Millisecond, quantile(d, 0.99))
 	assert.Equal(t, 100*time.Millisecond, quantile(d, 1))
+}
+
+// BenchmarkEngineAppend is the engine-append row as a Go benchmark, for
+// profiling: go test -run '^$' -bench EngineAppend -cpuprofile cpu.out ./bench/
+// One op is one Partition.Append of appendBatch records.
+func BenchmarkEngineAppend(b *testing.B) {
+	p := newPool(1)
+	for _, size := range []int{100, 1024} {
+		for _, codec := range []string{"none", "lz4", "zstd"} {
+			b.Run(fmt.Sprintf("%s/%s", sizeName(size), codec), func(b *testing.B) {
+				cfg := engine.DefaultConfig()
+				require.NoError(b, cfg.Set("compression.type", codec))
+				part, err := engine.OpenPartition(vfs.OS, filepath.Join(b.TempDir(), "t-0"), "t", 0, newPartitionOptions(cfg))
+				require.NoError(b, err)
+				defer part.Close()
+				recs := make([]record.Record, appendBatch)
+				b.SetBytes(int64(appendBatch * size))
+				i := int64(0)
+				for b.Loop() {
+					chunk := p.chunk(i, appendBatch*size)
+					for j := range recs {
+						recs[j] = record.Record{Timestamp: -1, Value: chunk[j*size : (j+1)*size : (j+1)*size]}
+					}
+					_, _, err := part.Append(recs)
+					require.NoError(b, err)
+					i++
+				}
+				b.ReportMetric(float64(appendBatch)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+				b.ReportMetric(float64(part.Stats().BytesAppended)/float64(int64(b.N)*appendBatch*int64(size)), "log/value")
+			})
+		}
+	}
+}
+
+// BenchmarkEngineRead is the engine-read row as a Go benchmark.
+func BenchmarkEngineRead(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "t-0")
+	part, err := engine.OpenPartition(vfs.OS, dir, "t", 0, newPartitionOptions(engine.DefaultConfig()))
+	require.NoError(b, err)
+	n, err := fillPartition(part, newPool(2), 64<<20, viewValueSize, 0)
+	require.NoError(b, err)
+	require.NoError(b, part.Close())
+	_, size, err := logFiles(dir)
+	require.NoError(b, err)
+	b.SetBytes(size)
+	for b.Loop() {
+		recs, _, err := readPartition(dir, "t")
+		require.NoError(b, err)
+		require.Equal(b, n, recs)
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
