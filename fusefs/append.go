@@ -235,8 +235,26 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		return 0, syscall.EMSGSIZE
 	}
 	recs := make([]record.Record, 0, len(lines))
+	var arena []byte // one copy of the plain lines; records alias it
+	if !h.jsonl {
+		n := 0
+		for _, l := range lines {
+			n += len(l)
+		}
+		arena = make([]byte, 0, n)
+	}
 	for _, l := range lines {
-		r, err := h.parse(l)
+		var (
+			r   record.Record
+			err error
+		)
+		if h.jsonl {
+			r, err = parseJSONLine(l)
+		} else {
+			start := len(arena)
+			arena = append(arena, l...)
+			r, err = parsePlainLineAliased(arena[start:], h.lc)
+		}
 		if err != nil {
 			return 0, h.fsys.errno("write", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
 )
 
 // errnoTable maps engine errors to the errno a user sees, following the error
@@ -27,6 +28,7 @@ var errnoTable = []struct {
 	{engine.ErrTopicExists, syscall.EEXIST},
 	{engine.ErrReadOnly, syscall.EROFS},
 	{engine.ErrCorrupt, syscall.EIO},
+	{record.ErrTruncated, syscall.EIO}, // a batch running past the committed end: corrupt
 	{engine.ErrClosed, syscall.ENOENT}, // the topic was deleted under an open handle
 	{errParse, syscall.EINVAL},
 	{errTooLong, syscall.EMSGSIZE},

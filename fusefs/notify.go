@@ -129,11 +129,21 @@ func (ps *partState) notifier(stop, kick chan struct{}) {
 		for _, w := range waiters {
 			close(w)
 		}
+		// Rate limit rounds caused by appends; a closer waiting for its
+		// round (kick) is served at once.
+		pause := time.NewTimer(notifyInterval)
 		select {
 		case <-stop:
+			pause.Stop()
 			ps.releaseWaiters()
 			return
-		case <-time.After(notifyInterval):
+		case <-kick:
+			pause.Stop()
+			select { // run the next round now
+			case kick <- struct{}{}:
+			default:
+			}
+		case <-pause.C:
 		}
 	}
 }

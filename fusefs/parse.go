@@ -26,21 +26,28 @@ type lineConfig struct {
 // errParse), and a key or value equal to null.marker is null — a null value
 // is a tombstone. The record does not alias line.
 func parsePlainLine(line []byte, c lineConfig) (record.Record, error) {
+	return parsePlainLineAliased(append(make([]byte, 0, len(line)), line...), c)
+}
+
+// parsePlainLineAliased is parsePlainLine for a line the caller owns: the
+// record's key and value alias it (capacity-limited, so appends to them
+// never spill into the rest of the line).
+func parsePlainLineAliased(line []byte, c lineConfig) (record.Record, error) {
 	r := record.Record{Timestamp: -1}
 	if !c.parseKey || c.separator == "" {
-		r.Value = append(make([]byte, 0, len(line)), line...)
+		r.Value = line[:len(line):len(line)]
 		return r, nil
 	}
 	i := bytes.Index(line, []byte(c.separator))
 	if i < 0 {
 		return r, fmt.Errorf("%w: no key separator %q in line", errParse, c.separator)
 	}
-	key, value := line[:i], line[i+len(c.separator):]
+	key, value := line[:i:i], line[i+len(c.separator):len(line):len(line)]
 	if string(key) != c.nullMarker {
-		r.Key = append(make([]byte, 0, len(key)), key...)
+		r.Key = key
 	}
 	if string(value) != c.nullMarker {
-		r.Value = append(make([]byte, 0, len(value)), value...)
+		r.Value = value
 	}
 	return r, nil
 }
