@@ -37,7 +37,10 @@ func txnSpec(pid int64, seq int32) record.BatchSpec {
 	return s
 }
 
-func writeEngineData(t *testing.T) engineData {
+// writeEngineData writes the data set; appends is the number of Append
+// calls per partition (40 for the full set, fewer for tests that only need
+// some data).
+func writeEngineData(t *testing.T, appends int) engineData {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	opts := engine.LogDirOptions{Logger: quiet(), Overrides: map[string]map[string]string{}}
@@ -60,7 +63,7 @@ func writeEngineData(t *testing.T) engineData {
 		require.NoError(t, err)
 		for _, p := range tp.Partitions() {
 			n := 0
-			for a := range 40 {
+			for a := range appends {
 				var recs []record.Record
 				for i := range 1 + a%7 {
 					r := record.Record{Timestamp: 1_700_000_000_000 + int64(n*10) - int64(i%3), Value: []byte(fmt.Sprintf("%s value %d %s", name, n, strings.Repeat("x", a*7%90)))}
@@ -123,7 +126,7 @@ func writeEngineData(t *testing.T) engineData {
 	p0, err := plain.Partition(0)
 	require.NoError(t, err)
 	segs := p0.Segments()
-	require.Greater(t, len(segs), 3, "small segment.bytes makes several segments")
+	require.Greater(t, len(segs), 2, "small segment.bytes makes several segments")
 	snap := p0.Snapshot()
 	old := snap.Segments[1]
 	w, err := p0.NewCleanedSegment(old.BaseOffset())
@@ -170,7 +173,7 @@ func assertCheckPasses(t *testing.T, ed engineData, stage string) CheckReport {
 }
 
 func TestCheckAndDumpWhatTheEngineWrites(t *testing.T) {
-	ed := writeEngineData(t)
+	ed := writeEngineData(t, 40)
 	// While open (active segments with preallocated, untrimmed indexes).
 	rep := assertCheckPasses(t, ed, "open")
 	var deleted int
@@ -205,7 +208,7 @@ func TestCheckAndDumpWhatTheEngineWrites(t *testing.T) {
 }
 
 func TestCheckRepairOnEngineCrashImage(t *testing.T) {
-	ed := writeEngineData(t)
+	ed := writeEngineData(t, 20)
 	require.NoError(t, ed.d.Close())
 	// A torn append on the active segment of gz-0, as a crash leaves it.
 	gz := filepath.Join(ed.dir, "gz-0")
@@ -253,15 +256,24 @@ func TestCheckRepairOnEngineCrashImage(t *testing.T) {
 }
 
 func TestCheckRepairRefusesALockedDir(t *testing.T) {
-	ed := writeEngineData(t)
-	defer ed.d.Close()
-	gz := filepath.Join(ed.dir, "lat-0", "00000000000000000000.log")
-	f, err := os.OpenFile(gz, os.O_APPEND|os.O_WRONLY, 0)
+	dir := filepath.Join(t.TempDir(), "data")
+	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet()})
+	require.NoError(t, err)
+	defer d.Close()
+	tp, err := d.CreateTopic("t", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, _, err = p.Append([]record.Record{{Timestamp: -1, Value: []byte("v")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	f, err := os.OpenFile(filepath.Join(dir, "t-0", "00000000000000000000.log"), os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
 	_, err = f.Write([]byte{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 99, 1, 1, 1, 1, 1})
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	var out bytes.Buffer
-	_, err = Check(&out, ed.dir, CheckOptions{Repair: true})
+	_, err = Check(&out, dir, CheckOptions{Repair: true})
 	require.ErrorIs(t, err, engine.ErrLocked, "the mount holds the data dir")
+	assert.Contains(t, out.String(), "FAILED", "the problems are reported before the repair is refused")
 }
