@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,13 +92,20 @@ func TestKafkaFixturesReadOnly(t *testing.T) {
 				if clean && !cleanFixture(dir) {
 					continue
 				}
+				warns := &warnCounter{}
 				p := openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) {
 					o.ReadOnly = true
 					o.CleanShutdown = clean
+					o.Logger = slog.New(warns)
 				})
 				assert.Equal(t, leo, p.LogEndOffset(), "clean=%v", clean)
-				assert.Equal(t, want, offsetsOf(readAll(t, p)), "clean=%v", clean)
+				all := readAll(t, p)
+				assert.Equal(t, want, offsetsOf(all), "clean=%v", clean)
 				checkIndexes(t, p)
+				checkTimeLookups(t, p, all)
+				if clean {
+					assert.Empty(t, warns.Messages(), "Kafka's own indexes are trusted as they are")
+				}
 				require.NoError(t, p.Close())
 			}
 		})
@@ -154,5 +162,32 @@ func TestKafkaFixturesWritable(t *testing.T) {
 			assert.Equal(t, leo+3, p.LogEndOffset())
 			checkIndexes(t, p)
 		})
+	}
+}
+
+// checkTimeLookups compares OffsetForTime with a brute-force search over
+// the records, for a sample of their timestamps (and one past them all).
+func checkTimeLookups(t *testing.T, p *Partition, all []record.Record) {
+	t.Helper()
+	brute := func(ts int64) int64 {
+		for _, r := range all {
+			if r.Timestamp >= ts {
+				return r.Offset
+			}
+		}
+		return p.LogEndOffset()
+	}
+	step := max(1, len(all)/100)
+	var targets []int64
+	for i := 0; i < len(all); i += step {
+		targets = append(targets, all[i].Timestamp, all[i].Timestamp+1)
+	}
+	if len(all) > 0 {
+		targets = append(targets, all[len(all)-1].Timestamp+1<<40)
+	}
+	for _, ts := range targets {
+		got, err := p.OffsetForTime(ts)
+		require.NoError(t, err)
+		require.Equal(t, brute(ts), got, "timestamp %d", ts)
 	}
 }

@@ -547,17 +547,11 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 	if err := s.loadIndexes(); err != nil {
 		return 0, false, err
 	}
-	startOffset := s.base
-	s.mu.RLock()
-	if s.mu.tidx != nil {
-		_, startOffset = s.mu.tidx.Lookup(ts)
-	}
-	s.mu.RUnlock()
-	pos, err := s.indexPosition(startOffset)
+	end := s.Size()
+	pos, err := s.timePosition(ts, end)
 	if err != nil {
 		return 0, false, err
 	}
-	end := s.Size()
 	var buf []byte
 	var recs []record.Record
 	for pos < end {
@@ -587,6 +581,39 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 		pos += h.size
 	}
 	return 0, false, nil
+}
+
+// timePosition returns where to scan from for the first record with a
+// timestamp >= ts. A time-index entry (T, O) says the batch ending at O holds
+// the segment's max timestamp T so far; an entry that does not match its
+// batch means the index lies, and it is rebuilt (sealed segments) or
+// ignored.
+func (s *Segment) timePosition(ts, end int64) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		entryTs, entryOff := int64(-1), s.base
+		s.mu.RLock()
+		if s.mu.tidx != nil {
+			entryTs, entryOff = s.mu.tidx.Lookup(ts)
+		}
+		s.mu.RUnlock()
+		if entryTs < 0 {
+			return 0, nil
+		}
+		pos, err := s.FindOffset(entryOff)
+		if err != nil {
+			return 0, err
+		}
+		h, err := s.peekHeader(pos, end)
+		if err == nil && h.lastOffset == entryOff && h.maxTs == entryTs {
+			return s.indexPosition(entryOff)
+		}
+		if attempt > 0 || !s.Sealed() {
+			return 0, nil // scan the whole segment
+		}
+		s.logger.Warn("engine: time index entry matches no batch; rebuilding the indexes",
+			"segment", s.LogPath(), "timestamp", entryTs, "offset", entryOff)
+		s.distrustIndexes()
+	}
 }
 
 // AbortedTxns returns the aborted transactions whose ABORT marker lies in
