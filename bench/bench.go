@@ -229,6 +229,8 @@ type runner struct {
 	// views is the data directory with the read/offset/rss partitions,
 	// built once by the first workload that needs it.
 	views *viewsData
+	// kv describes the pristine key/value data (kvData), once built.
+	kv *topicInfo
 }
 
 func (r *runner) logf(format string, args ...any) {

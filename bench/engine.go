@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,7 @@ func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
 	valueBytes := n * int64(size)
 	var best, bestRaw time.Duration
 	var logBytes int64
-	var cpuShare float64
+	var cpuShare string
 	for range r.reps() {
 		d, err := rawWrite(filepath.Join(dir, "raw"), p, n, size, r.opts.Fsync)
 		if err != nil {
@@ -79,7 +80,7 @@ func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
 		if bestRaw == 0 || d < bestRaw {
 			bestRaw = d
 		}
-		cpu0 := cpuTime()
+		u := startUsage()
 		d, lb, err := engineAppendOnce(filepath.Join(dir, "t-0"), p, n, size, codec, r.opts.Fsync)
 		if err != nil {
 			return Row{}, err
@@ -88,7 +89,7 @@ func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
 			best = d
 			// CPU seconds per wall second of the run (including Close):
 			// below 1 means the run waited for the disk or for a busy CPU.
-			cpuShare = (cpuTime() - cpu0).Seconds() / d.Seconds()
+			cpuShare = u.share(d)
 		}
 		logBytes = lb
 	}
@@ -96,7 +97,7 @@ func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
 		Workload: "engine-append",
 		Name:     fmt.Sprintf("engine append %s %s", sizeName(size), codec),
 		Value: Figure{V: mbps(valueBytes, best), Unit: "MB/s",
-			Extra: fmt.Sprintf("%s, .log %.0f%%, %.1f CPU", perSec(n, best, "rec"), 100*float64(logBytes)/float64(valueBytes), cpuShare)},
+			Extra: fmt.Sprintf("%s, .log %.0f%%, %s", perSec(n, best, "rec"), 100*float64(logBytes)/float64(valueBytes), cpuShare)},
 		BaseName: "write(2)",
 		Baseline: Figure{V: mbps(valueBytes, bestRaw), Unit: "MB/s"},
 	}
@@ -111,7 +112,7 @@ func (r *runner) appendRow(p *pool, size int, codec string) (Row, error) {
 		row.Met = &met
 	}
 	if size == 100 && codec == "none" {
-		row.Note = fmt.Sprintf("MB/s of values (%s of %s values, %d per Append); the baseline writes the same value bytes in %s chunks; .log = bytes written per value byte; CPU = CPU seconds per second of the run",
+		row.Note = fmt.Sprintf("MB/s of values (%s of %s values, %d per Append); the baseline writes the same value bytes in %s chunks; .log = bytes written per value byte; CPU = CPU seconds per second of the run, runq = seconds spent waiting for a CPU (a busy machine) per second",
 			fmtBytes(valueBytes), sizeName(size), appendBatch, fmtBytes(int64(appendBatch*size)))
 	}
 	return row, nil
@@ -321,7 +322,7 @@ func engineRead(ctx context.Context, r *runner) ([]Row, error) {
 	}
 	var best, bestCat time.Duration
 	var recs, bytes, catBytes int64
-	var cpuShare float64
+	var cpuShare string
 	for range r.reps() + 1 {
 		d, cb, err := catLogs(ctx, dir)
 		if err != nil {
@@ -331,7 +332,7 @@ func engineRead(ctx context.Context, r *runner) ([]Row, error) {
 			bestCat, catBytes = d, cb
 		}
 		runtime.GC()
-		cpu0 := cpuTime()
+		u := startUsage()
 		start := time.Now()
 		n, b, err := readPartition(dir, topicSmall)
 		d = time.Since(start)
@@ -340,7 +341,7 @@ func engineRead(ctx context.Context, r *runner) ([]Row, error) {
 		}
 		if best == 0 || d < best {
 			best, recs, bytes = d, n, b
-			cpuShare = (cpuTime() - cpu0).Seconds() / d.Seconds()
+			cpuShare = u.share(d)
 		}
 	}
 	if bytes != catBytes {
@@ -349,7 +350,7 @@ func engineRead(ctx context.Context, r *runner) ([]Row, error) {
 	row := Row{
 		Workload: "engine-read",
 		Name:     fmt.Sprintf("engine read %s (%s values)", fmtBytes(bytes), sizeName(v.valueSize)),
-		Value:    Figure{V: mbps(bytes, best), Unit: "MB/s", Extra: fmt.Sprintf("%s, %.1f CPU", perSec(recs, best, "rec"), cpuShare)},
+		Value:    Figure{V: mbps(bytes, best), Unit: "MB/s", Extra: perSec(recs, best, "rec") + ", " + cpuShare},
 		BaseName: "cat .log",
 		Baseline: Figure{V: mbps(catBytes, bestCat), Unit: "MB/s"},
 		Note:     "ReadBatch (CRC check) + Records (decode) of every batch; MB/s of .log bytes; page cache warm for both",
@@ -366,4 +367,37 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runqWait is how long this process's threads have waited for a CPU while
+// runnable (/proc/self/task/*/schedstat, second field): on a busy machine
+// it tells waiting for a CPU apart from waiting for the disk.
+func runqWait() time.Duration {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		ns, _ := strconv.ParseInt(f[1], 10, 64)
+		total += time.Duration(ns)
+	}
+	return total
+}
+
+// usage measures the CPU and run-queue time of a stretch of this process.
+type usage struct{ cpu, wait time.Duration }
+
+func startUsage() usage { return usage{cpuTime(), runqWait()} }
+
+// share returns "c CPU, w waiting for a CPU" per second of wall time d.
+func (u usage) share(d time.Duration) string {
+	cpu := (cpuTime() - u.cpu).Seconds() / d.Seconds()
+	wait := (runqWait() - u.wait).Seconds() / d.Seconds()
+	return fmt.Sprintf("%.1f CPU, %.1f runq", cpu, wait)
 }

@@ -150,14 +150,11 @@ func (r *runner) buildKV(data string, keys int64) (records, logBytes int64, err 
 // cleaner to clean it all and reports the mount's peak RSS next to the
 // configured dedupe buffer.
 func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
-	data := r.path("kv-data")
-	defer os.RemoveAll(data)
-	start := time.Now()
-	records, logBytes, err := r.buildKV(data, r.sizes.CleanKeys)
+	data, records, logBytes, err := r.kvData(ctx, "kv-data")
 	if err != nil {
-		return row, errorf("build", err)
+		return row, err
 	}
-	r.logf("built %d keys (%d records, %s) in %v", r.sizes.CleanKeys, records, fmtBytes(logBytes), time.Since(start).Round(time.Millisecond))
+	defer os.RemoveAll(data)
 	dedupe := engine.DefaultConfig().CleanerDedupeBufferSize
 	m, err := r.startMount(ctx, data, map[string]string{"log.cleaner.dedupe.buffer.size": strconv.FormatInt(dedupe, 10)})
 	if err != nil {
@@ -172,7 +169,7 @@ func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
 	if err != nil {
 		return row, err
 	}
-	start = time.Now()
+	start := time.Now()
 	var st partitionStats
 	for {
 		st, err = m.stats(kvTopic)
