@@ -149,7 +149,7 @@ func TestMountClearsStaleMount(t *testing.T) {
 	m := startMount(t, mountOpts{})
 	m.Sh(t, `mkdir "$MNT/t" && echo kept > "$MNT/t/append"`)
 	m.KillKeepMount()
-	_, err := os.Stat(m.Path("t"))
+	_, err := os.ReadDir(m.Dir)
 	require.ErrorIs(t, err, syscall.ENOTCONN, "a killed FUSE server leaves a dead mount")
 
 	m.Remount()
@@ -267,7 +267,9 @@ func TestMountHelper(t *testing.T) {
 	}
 
 	// A failing mount makes the helper exit 32 with topicfs's message.
-	cmd = exec.Command(helper, data, filepath.Join(mnt, "missing"), "-o", "ro,logfile="+logfile)
+	missing := filepath.Join(mnt, "missing", "deeper")
+	t.Cleanup(func() { lazyUnmount(missing) })
+	cmd = exec.Command(helper, data, missing, "-o", "ro,logfile="+logfile)
 	cmd.Env = append(os.Environ(), "TOPICFS="+bin)
 	out, err = cmd.CombinedOutput()
 	var ee *exec.ExitError

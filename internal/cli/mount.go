@@ -1,5 +1,3 @@
-//go:build wiring
-
 package cli
 
 import (
@@ -21,7 +19,7 @@ import (
 
 // unmountDeadline bounds how long shutdown waits for open files on a lazily
 // detached mount to be closed before it closes the log directory anyway.
-const unmountDeadline = 10 * time.Second
+const unmountDeadline = 3 * time.Second
 
 func init() {
 	register(&command{

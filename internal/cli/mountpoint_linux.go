@@ -61,7 +61,20 @@ func prepareMountpoint(path string, note func(string)) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
-	if fstype, ok := mountedAt(abs); ok {
+	fstype, ok := mountedAt(abs)
+	if ok && strings.HasPrefix(fstype, "fuse") {
+		// Stat may be answered from the kernel's attribute cache even when
+		// the server is dead; statfs always asks the server.
+		var st unix.Statfs_t
+		if serr := unix.Statfs(abs, &st); isStale(serr) {
+			if uerr := unix.Unmount(abs, unix.MNT_DETACH); uerr != nil {
+				return "", fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, serr, uerr, abs)
+			}
+			note(fmt.Sprintf("topicfs: cleared a stale mount at %s (transport endpoint was not connected; lazy unmount)", abs))
+			fstype, ok = mountedAt(abs)
+		}
+	}
+	if ok {
 		return "", fmt.Errorf("mountpoint %s is busy: already mounted (%s); unmount it first (umount %s)", abs, fstype, abs)
 	}
 	return abs, nil
