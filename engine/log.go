@@ -302,37 +302,50 @@ func (p *Partition) Append(recs []record.Record) (first, last int64, err error) 
 		Codec: codec, LogAppendTime: logAppend, ProducerID: -1, ProducerEpoch: -1,
 		BaseSequence: -1, PartitionLeaderEpoch: 0, DeleteHorizonMs: -1, LastOffsetDelta: -1,
 	}
-	buf, spans := p.w.encBuf[:0], p.w.spans[:0]
-	// Greedy chunks by an upper bound of the encoded size; encodeChunk
-	// splits a chunk further if the encoded batch still exceeds the limit.
+	// A record that cannot fit a batch on its own fails the whole call
+	// before anything is written. recordSizeBound is exact enough that only
+	// records near the limit need a trial encode.
+	for i := range rb {
+		if int64(record.HeaderSize)+recordSizeBound(&rb[i]) > maxBytes {
+			if _, _, err := encodeChunk(p.w.encBuf[:0], p.w.spans[:0], spec, rb[i:i+1], maxBytes); err != nil {
+				clear(rb)
+				p.mu.Unlock()
+				return 0, 0, err
+			}
+		}
+	}
+	// Greedy chunks by an upper bound of the encoded size, each encoded
+	// (encodeChunk splits one further if its batch still exceeds the limit)
+	// and written before the next, so memory stays one chunk's worth.
+	first, last = base, base-1
 	start := 0
 	sum := int64(record.HeaderSize)
-	for i := range rb {
-		sz := recordSizeBound(&rb[i])
-		if i > start && sum+sz > maxBytes {
-			buf, spans, err = encodeChunk(buf, spans, spec, rb[start:i], maxBytes)
+	for i := 0; i <= len(rb) && err == nil; i++ {
+		if i < len(rb) {
+			sz := recordSizeBound(&rb[i])
+			if i == start || sum+sz <= maxBytes {
+				sum += sz
+				continue
+			}
+		}
+		var spans []batchSpan
+		p.w.encBuf, spans, err = encodeChunk(p.w.encBuf[:0], p.w.spans[:0], spec, rb[start:i], maxBytes)
+		p.w.spans = spans
+		for _, sp := range spans {
 			if err != nil {
 				break
 			}
-			start, sum = i, int64(record.HeaderSize)
+			if err = p.appendLocked(p.w.encBuf[sp.start:sp.end], sp.first, sp.last, sp.maxTs, sp.count, cfg, now); err == nil {
+				last = sp.last
+			}
 		}
-		sum += sz
+		if i < len(rb) {
+			start, sum = i, int64(record.HeaderSize)+recordSizeBound(&rb[i])
+		}
 	}
-	if err == nil {
-		buf, spans, err = encodeChunk(buf, spans, spec, rb[start:], maxBytes)
-	}
-	p.w.encBuf, p.w.spans = buf, spans
 	clear(rb) // drop references to the caller's byte slices
-	if err != nil {
-		p.mu.Unlock()
-		return 0, 0, err
-	}
-	first, last = base, base-1
-	for _, sp := range spans {
-		if err = p.appendLocked(buf[sp.start:sp.end], sp.first, sp.last, sp.maxTs, sp.count, cfg, now); err != nil {
-			break
-		}
-		last = sp.last
+	if cap(p.w.encBuf) > 4*int(maxBytes) {
+		p.w.encBuf = nil // a huge append must not pin its buffer
 	}
 	flush := p.afterAppendLocked(int64(last-first+1), cfg, now)
 	p.mu.Unlock()
