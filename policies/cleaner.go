@@ -37,6 +37,7 @@ type cleaner struct {
 	hook func(event string)
 
 	buf  []byte          // read buffer, grows to the largest batch
+	buf2 []byte          // second read buffer, for copyPrefix
 	out  []byte          // encode buffer
 	recs []record.Record // decoded records of the current batch
 	kept []record.Record // records kept of the current batch
@@ -110,7 +111,7 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 	start := time.Now()
 	r := &cleanRound{
 		c: c, ctx: ctx, p: p, cfg: cfg, nowMs: now.UnixMilli(),
-		run:    &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1},
+		run:    &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1, OpenTxnOffset: -1},
 		logger: c.logger.With("topic", p.Topic(), "partition", p.ID()),
 	}
 	r.nextLog = c.progressBytes
@@ -129,13 +130,32 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 
 	m := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
 	full := false
+	limit := cl.FirstUncleanable
 	if horizonOnly {
 		m.UpdateLatestOffset(cl.FirstDirty - 1)
-	} else if full, err = r.buildOffsetMap(m, segs, cl.FirstDirty, aborted); err != nil {
-		finish("abandoned: " + err.Error())
-		return r.run, err
+	} else {
+		for {
+			var open int64
+			if full, open, err = r.buildOffsetMap(m, segs, cl.FirstDirty, limit, aborted); err != nil {
+				finish("abandoned: " + err.Error())
+				return r.run, err
+			}
+			if open < 0 || open >= limit {
+				break
+			}
+			// A transaction open at the map's end: clean only up to its
+			// first offset (rebuilding, since later records must not
+			// supersede earlier ones outside the cleaned range).
+			limit = open
+			r.run.OpenTxnOffset = open
+			if limit <= cl.FirstDirty {
+				r.logger.Debug("not cleaned: a transaction is open at the first dirty offset", "offset", open)
+				return nil, nil
+			}
+			m.ResetFor(limit - cl.FirstDirty)
+		}
 	}
-	endOffset := cl.FirstUncleanable
+	endOffset := limit
 	if full {
 		endOffset = m.LatestOffset() + 1
 		r.run.MapFull = true
@@ -216,23 +236,34 @@ func (r *cleanRound) forEachBatch(s *engine.Segment, pos int64, phase string, fn
 }
 
 // buildOffsetMap maps key → latest offset over the dirty segments from
-// firstDirty, skipping control batches and batches of aborted transactions,
-// until the map is full. It reports whether the map filled.
-func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstDirty int64, aborted []abortedTxn) (bool, error) {
+// firstDirty up to limit (exclusive; a batch base offset), skipping control
+// batches and batches of aborted transactions, until the map is full. It
+// reports whether the map filled, and the first offset of the earliest
+// transaction still open where it stopped (-1 none): its outcome is not
+// known yet, so the cleaning must end before it (Kafka bounds the cleanable
+// range by the last stable offset for the same reason).
+func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstDirty, limit int64, aborted []abortedTxn) (full bool, openFrom int64, err error) {
 	tr := newTxnTracker(aborted)
-	full := false
+	open := map[int64]int64{} // producer → first offset of its open transaction
+	stop := false
 	for _, s := range segs {
+		if s.BaseOffset() >= limit {
+			break
+		}
 		if s.NextOffset() <= firstDirty {
 			continue
 		}
 		pos := int64(0)
 		if s.BaseOffset() < firstDirty {
-			var err error
 			if pos, err = s.FindOffset(firstDirty); err != nil {
-				return false, err
+				return false, -1, err
 			}
 		}
-		err := r.forEachBatch(s, pos, "map", func(b *record.Batch, _ int64) (bool, error) {
+		err = r.forEachBatch(s, pos, "map", func(b *record.Batch, _ int64) (bool, error) {
+			if b.BaseOffset >= limit {
+				stop = true
+				return false, nil
+			}
 			if b.LastOffset() < firstDirty {
 				return true, nil
 			}
@@ -242,8 +273,16 @@ func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstD
 					ctype = -1
 				}
 				tr.onControlBatch(b.ProducerID, b.LastOffset(), b.RecordCount > 0, ctype)
+				if b.IsTransactional() {
+					delete(open, b.ProducerID)
+				}
 				m.UpdateLatestOffset(b.LastOffset())
 				return true, nil
+			}
+			if b.IsTransactional() {
+				if _, ok := open[b.ProducerID]; !ok {
+					open[b.ProducerID] = b.BaseOffset
+				}
 			}
 			if tr.onDataBatch(b.ProducerID, b.LastOffset(), b.IsTransactional()) {
 				m.UpdateLatestOffset(b.LastOffset())
@@ -269,35 +308,55 @@ func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstD
 		})
 		clear(r.c.recs[:cap(r.c.recs)]) // drop references to decoded keys/values
 		if err != nil {
-			return false, err
+			return false, -1, err
 		}
-		if full {
-			return true, nil
+		if full || stop {
+			break
 		}
 	}
-	return false, nil
+	openFrom = -1
+	for _, f := range open {
+		if openFrom < 0 || f < openFrom {
+			openFrom = f
+		}
+	}
+	return full, openFrom, nil
 }
 
 // cleanGroup rewrites the segments of one group into one cleaned segment and
-// swaps it in.
+// swaps it in. A group of a single segment is written lazily: while every
+// batch is kept byte for byte nothing is written, and if that holds to the
+// end the segment stays as it is (no write, no fsync, no swap). The output
+// would be identical, so this changes nothing but the cost of cleaning a
+// mostly clean log.
 func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*engine.Segment, tr *txnTracker, lastGroup bool) error {
 	if r.c.hook != nil {
 		r.c.hook("group")
 	}
-	w, err := r.p.NewCleanedSegment(g[0].Base)
-	if err != nil {
-		if ignorable(err) {
-			return fmt.Errorf("%w: %w", errAbandoned, err)
+	var w *engine.SegmentWriter
+	open := func() error {
+		var err error
+		if w, err = r.p.NewCleanedSegment(g[0].Base); err != nil {
+			if ignorable(err) {
+				return fmt.Errorf("%w: %w", errAbandoned, err)
+			}
+			return err
 		}
-		return err
+		return nil
 	}
 	done := false
 	defer func() {
-		if !done {
+		if w != nil && !done {
 			_ = w.Abort()
 		}
 	}()
-	var written int64
+	lazy := len(g) == 1
+	if !lazy {
+		if err := open(); err != nil {
+			return err
+		}
+	}
+	var copied int64 // lazy: bytes of the segment kept as they are so far
 	old := make([]int64, 0, len(g))
 	for si, sp := range g {
 		s := byBase[sp.Base]
@@ -308,25 +367,40 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 		end := s.Size()
 		err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
 			last := lastSeg && pos+int64(b.Size()) >= end
-			raw, err := r.filterBatch(m, b, tr, last)
+			raw, same, err := r.filterBatch(m, b, tr, last)
 			if err != nil {
 				return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
+			}
+			r.run.BytesOut += int64(len(raw))
+			if lazy {
+				if same {
+					copied = pos + int64(len(raw))
+					return true, nil
+				}
+				// The first change: write what was kept as is, then go on.
+				lazy = false
+				if err := open(); err != nil {
+					return false, err
+				}
+				if err := r.copyPrefix(w, s, copied); err != nil {
+					return false, err
+				}
 			}
 			if raw == nil {
 				return true, nil
 			}
-			if err := w.AppendBatch(raw); err != nil {
-				return false, err
-			}
-			written += int64(len(raw))
-			r.run.BytesOut += int64(len(raw))
-			return true, nil
+			return true, w.AppendBatch(raw)
 		})
 		clear(r.c.recs[:cap(r.c.recs)])
 		clear(r.c.kept[:cap(r.c.kept)])
 		if err != nil {
 			return err
 		}
+	}
+	if lazy {
+		r.run.SegmentsUnchanged++
+		r.run.SegmentsOut++
+		return nil
 	}
 	if err := w.Finish(); err != nil {
 		return err
@@ -335,7 +409,7 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 		r.c.hook("replace")
 	}
 	if err := r.p.ReplaceSegments(old, []*engine.SegmentWriter{w}); err != nil {
-		if errors.Is(err, engine.ErrConflict) || errors.Is(err, engine.ErrClosed) {
+		if errors.Is(err, engine.ErrConflict) || ignorable(err) {
 			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 		return err
@@ -345,11 +419,30 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 	return nil
 }
 
+// copyPrefix appends the batches of s in [0, end) to w unchanged, reading
+// with its own buffer (the caller's batch lives in the read buffer).
+func (r *cleanRound) copyPrefix(w *engine.SegmentWriter, s *engine.Segment, end int64) error {
+	for pos := int64(0); pos < end; {
+		b, err := s.ReadBatch(pos, r.c.buf2)
+		if err != nil {
+			return err
+		}
+		if cap(b.Raw) > cap(r.c.buf2) {
+			r.c.buf2 = b.Raw[:cap(b.Raw)]
+		}
+		if err := w.AppendBatch(b.Raw); err != nil {
+			return err
+		}
+		pos += int64(b.Size())
+	}
+	return nil
+}
+
 // filterBatch applies Kafka's batch and record retention to one batch and
-// returns the bytes to write (b.Raw itself when the batch is kept whole),
-// or nil to drop it. last marks the last batch of the cleaning round, kept
+// returns the bytes to write (b.Raw itself, with same set, when the batch
+// is kept whole), or nil to drop it. last marks the last batch of the cleaning round, kept
 // even when emptied so the round's last offset survives.
-func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, last bool) ([]byte, error) {
+func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, last bool) (raw []byte, same bool, err error) {
 	var canDiscard, discardRecords bool
 	if b.IsControl() {
 		ctype, err := b.ControlType()
@@ -367,12 +460,12 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	if discardRecords && !last {
 		r.run.BatchesDropped++
 		r.run.RecordsDropped += int64(max(b.RecordCount, 0))
-		return nil, nil
+		return nil, false, nil
 	}
 
 	recs, err := b.Records(r.c.recs[:0])
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.c.recs = recs
 	horizon := b.DeleteHorizonMs()
@@ -421,20 +514,20 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 
 	if dropped == 0 && !needsHorizon && len(recs) > 0 {
 		r.run.BatchesCopied++
-		return b.Raw, nil
+		return b.Raw, true, nil
 	}
 	if dropped == 0 && len(recs) == 0 && (b.Magic >= 2) {
 		// An already-empty batch: keep it only where Kafka would.
 		if !last {
 			r.run.BatchesDropped++
-			return nil, nil
+			return nil, false, nil
 		}
 		r.run.BatchesCopied++
-		return b.Raw, nil
+		return b.Raw, true, nil
 	}
 	if len(kept) == 0 && !last {
 		r.run.BatchesDropped++
-		return nil, nil
+		return nil, false, nil
 	}
 	spec := record.BatchSpec{
 		BaseOffset:           b.BaseOffset,
@@ -460,9 +553,9 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	}
 	out, err := record.Encode(r.c.out[:0], spec, kept)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.c.out = out
 	r.run.BatchesRebuilt++
-	return out, nil
+	return out, false, nil
 }

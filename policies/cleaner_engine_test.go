@@ -403,3 +403,38 @@ func batchRaw(t *testing.T, p *engine.Partition, off int64) []byte {
 	b := batchAt(t, p, off)
 	return append([]byte(nil), b.Raw...)
 }
+
+// TestCleanerLeavesUnchangedSegments: a segment whose batches all survive
+// as they are, and that merges with nothing, is not rewritten.
+func TestCleanerLeavesUnchangedSegments(t *testing.T) {
+	clk := newClock()
+	mem := vfs.NewMem()
+	d := openLogDir(t, mem, "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "200"})
+	p := createPartition(t, d, "same", nil)
+	for i := 0; i < 6; i++ {
+		appendRecs(t, p, kv(fmt.Sprint("a", i), "value of some forty bytes ..........."))
+	}
+	require.NoError(t, p.Roll())
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	run, err := s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	assert.Equal(t, run.SegmentsIn, run.SegmentsUnchanged, "unique keys: nothing to rewrite")
+	assert.Zero(t, run.RecordsDropped)
+	assert.Equal(t, run.BytesIn, run.BytesOut)
+
+	// New keys plus one overwrite: only the segment holding a0 changes.
+	before := p.Segments()
+	appendRecs(t, p, kv("a0", "new"))
+	appendRecs(t, p, kv("b", "new"))
+	require.NoError(t, p.Roll())
+	run, err = s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	assert.Equal(t, int64(1), run.RecordsDropped)
+	assert.Equal(t, run.SegmentsIn-1, run.SegmentsUnchanged)
+	after := p.Segments()
+	assert.Equal(t, before[1:len(before)-1], after[1:len(before)-1], "untouched segments kept as they were")
+	assert.Less(t, after[0].Size, before[0].Size)
+}

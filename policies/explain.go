@@ -103,6 +103,9 @@ func ExplainCleaner(c Cleanable, cfg engine.Config, last *CleaningRun, cleaning 
 			out = append(out, fmt.Sprintf("%d tombstone(s) or marker(s) passed their delete horizon; a later cleaning removes them", last.TombstonesKept))
 		}
 	}
+	if last != nil && last.OpenTxnOffset >= 0 {
+		out = append(out, fmt.Sprintf("the last cleaning stopped at offset %d, where a transaction is still open (no COMMIT or ABORT marker yet)", last.OpenTxnOffset))
+	}
 	if last != nil && last.MapFull {
 		out = append(out, fmt.Sprintf("the last cleaning stopped at offset %d because the offset map (log.cleaner.dedupe.buffer.size) was full; the next one continues from there", last.EndOffset))
 	}

@@ -49,6 +49,9 @@ type CleaningRun struct {
 	BytesOut    int64 `json:"bytes_out"`
 	SegmentsIn  int   `json:"segments_in"`
 	SegmentsOut int   `json:"segments_out"`
+	// SegmentsUnchanged counts segments the run left as they were (every
+	// batch kept byte for byte, nothing to merge), among SegmentsOut.
+	SegmentsUnchanged int `json:"segments_unchanged"`
 	// MappedKeys is the number of distinct keys in the offset map.
 	MappedKeys     int64 `json:"mapped_keys"`
 	RecordsKept    int64 `json:"records_kept"`
@@ -64,6 +67,9 @@ type CleaningRun struct {
 	// MapFull reports that the offset map filled before the dirty range
 	// ended; the rest is cleaned by a later run.
 	MapFull bool `json:"offset_map_full"`
+	// OpenTxnOffset is the first offset of a transaction still open (no
+	// COMMIT or ABORT marker yet) that cut the run short, -1 none.
+	OpenTxnOffset int64 `json:"open_transaction_offset"`
 	// Outcome is "done", or "abandoned: <why>" (a conflicting retention, a
 	// stop) — an abandoned run changes nothing on disk.
 	Outcome string `json:"outcome"`

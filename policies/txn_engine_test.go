@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,4 +93,48 @@ func TestCleanerTransactions(t *testing.T) {
 	_, ok = findBatch(t, p, commit)
 	assert.True(t, ok, "the COMMIT marker stays: k2 of its transaction remains")
 	assert.Equal(t, int64(6), p.LogEndOffset())
+}
+
+// TestCleanerOpenTransaction: a transaction without its marker yet may
+// still abort, so a cleaning stops before it and does not let its records
+// supersede older values; once it aborts, its batch goes and the older
+// value survives.
+func TestCleanerOpenTransaction(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"cleanup.policy": "compact"})
+	p := createPartition(t, d, "open", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+
+	appendRecs(t, p, kv("k1", "old"))         // 0
+	appendRecs(t, p, kv("k1", "committed"))   // 1
+	open := appendTxn(t, p, 9, kv("k1", "x")) // 2: open transaction
+	appendRecs(t, p, kv("k2", "a"))           // 3
+	appendRecs(t, p, kv("k2", "b"))           // 4
+	require.NoError(t, p.Roll())
+	appendRecs(t, p, kv("active", "y")) // 5
+
+	run, err := s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	assert.Equal(t, open, run.OpenTxnOffset)
+	assert.Equal(t, open, run.EndOffset, "cleaned up to the open transaction")
+	assert.Equal(t, open, p.FirstDirtyOffset())
+	var offs []int64
+	for _, r := range readAll(t, p) {
+		offs = append(offs, r.Offset)
+	}
+	assert.Equal(t, []int64{1, 2, 3, 4, 5}, offs, "k1@1 kept: k1@2 may abort; k2 not cleaned yet")
+	assert.Contains(t, fmt.Sprint(s.State("open", 0).Explanations), "transaction is still open")
+
+	// The transaction aborts: its batch goes, k1@1 stays.
+	appendMarker(t, p, 9, controlAbort) // 6
+	require.NoError(t, p.Roll())
+	_, err = s.CleanPartition(p, true)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, r := range readAll(t, p) {
+		got[string(r.Key)] = string(r.Value)
+	}
+	assert.Equal(t, map[string]string{"k1": "committed", "k2": "b", "active": "y"}, got)
 }
