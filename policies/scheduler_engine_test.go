@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
@@ -105,25 +107,104 @@ func TestSchedulerStopAbandonsCleaning(t *testing.T) {
 	}
 }
 
-// TestSchedulerBackgroundCleaning: a started scheduler compacts a dirty log
-// on its own.
+// TestSchedulerBackgroundCleaning: a started scheduler with two cleaner
+// threads compacts three dirty logs on its own, each once.
 func TestSchedulerBackgroundCleaning(t *testing.T) {
 	clk := newClock()
 	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"})
-	p := createPartition(t, d, "bgc", nil)
-	dupLog(t, p, 5)
-	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), TickInterval: 2 * time.Millisecond, DedupeBufferSize: testBuffer})
+	var parts []*engine.Partition
+	for i := 0; i < 3; i++ {
+		p := createPartition(t, d, fmt.Sprint("bgc", i), nil)
+		dupLog(t, p, 5)
+		parts = append(parts, p)
+	}
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), TickInterval: 2 * time.Millisecond,
+		DedupeBufferSize: testBuffer, CleanerThreads: 2})
 	s.Start()
 	defer s.Stop()
-	for p.FirstDirtyOffset() <= 0 { // the test binary's -timeout bounds this
-		time.Sleep(2 * time.Millisecond)
+	for _, p := range parts {
+		for p.FirstDirtyOffset() <= 0 { // the test binary's -timeout bounds this
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
-	st := s.State("bgc", 0)
-	require.NotNil(t, st.LastCleaning)
-	assert.Equal(t, "done", st.LastCleaning.Outcome)
-	assert.Equal(t, int64(1), st.Cleanings)
-	assert.Equal(t, int64(40), st.LastCleaning.RecordsDropped)
-	assert.Len(t, readAll(t, p), 10)
+	for i, p := range parts {
+		st := s.State(fmt.Sprint("bgc", i), 0)
+		require.NotNil(t, st.LastCleaning)
+		assert.Equal(t, "done", st.LastCleaning.Outcome)
+		assert.Equal(t, int64(1), st.Cleanings)
+		assert.Equal(t, int64(40), st.LastCleaning.RecordsDropped)
+		assert.Len(t, readAll(t, p), 10)
+	}
+}
+
+// TestSchedulerUnknownPartition: State and Lookup of what does not exist.
+func TestSchedulerUnknownPartition(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, nil)
+	createPartition(t, d, "known", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t)})
+	defer s.Stop()
+	_, ok := s.Lookup("nope", 0)
+	assert.False(t, ok)
+	_, ok = s.Lookup("known", 3)
+	assert.False(t, ok)
+	assert.Equal(t, -1, s.State("nope", 0).Partition)
+	st, ok := s.Lookup("known", 0)
+	assert.True(t, ok)
+	assert.Equal(t, "known", st.Topic)
+	assert.Equal(t, "delete", st.CleanupPolicy)
+	assert.NotEmpty(t, st.Explanations)
+}
+
+// TestSchedulerSoak runs a started scheduler (retention and compaction on a
+// compact,delete topic, fast ticks, a clock racing ahead) against a writer
+// and readers: every read sees strictly increasing offsets and exactly the
+// records appended at them, and the log end is what was appended.
+func TestSchedulerSoak(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact,delete", "segment.bytes": "1024", "retention.bytes": "6000",
+		"retention.check.interval.ms": "10", "delete.retention.ms": "50", "file.delete.delay.ms": "20",
+		"min.cleanable.dirty.ratio": "0.2",
+	})
+	p := createPartition(t, d, "soak", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), TickInterval: time.Millisecond,
+		DedupeBufferSize: testBuffer, CleanerThreads: 2})
+	s.Start()
+	defer s.Stop()
+	m := &model{recs: map[int64]record.Record{}}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		defer done.Store(true)
+		for i := 0; i < 3000; i++ {
+			rec := record.Record{Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "v%d", i), Timestamp: -1}
+			if i%9 == 0 {
+				rec.Value = nil
+			}
+			first, _, err := p.Append([]record.Record{rec})
+			if !assert.NoError(t, err) {
+				return
+			}
+			m.put(first, []record.Record{rec})
+			clk.Advance(time.Millisecond)
+		}
+	}()
+	for r := 0; r < 2; r++ {
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+				checkRead(t, m, readAll(t, p))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(3000), p.LogEndOffset())
+	st := s.State("soak", 0)
+	t.Logf("cleanings %d, segments deleted %d, log start %d, last cleaning %+v", st.Cleanings, st.SegmentsDeleted, p.LogStartOffset(), st.LastCleaning)
+	assert.Positive(t, st.SegmentsDeleted+st.Cleanings)
 }
 
 // TestSchedulerFlushMs: with flush.ms set, housekeeping flushes a partition
