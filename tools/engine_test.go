@@ -277,3 +277,70 @@ func TestCheckRepairRefusesALockedDir(t *testing.T) {
 	require.ErrorIs(t, err, engine.ErrLocked, "the mount holds the data dir")
 	assert.Contains(t, out.String(), "FAILED", "the problems are reported before the repair is refused")
 }
+
+// TestCheckRepairCorruptSealedSegment damages a batch in the middle of a
+// multi-segment log: check names the segment and position; repair, as
+// Kafka's recovery, truncates there and drops every later segment.
+func TestCheckRepairCorruptSealedSegment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet(),
+		Overrides: map[string]map[string]string{"c": {"segment.bytes": "1024"}}})
+	require.NoError(t, err)
+	tp, err := d.CreateTopic("c", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	for i := range 60 {
+		_, _, err := p.Append([]record.Record{{Timestamp: int64(1000 + i), Value: []byte(fmt.Sprintf("record %03d %s", i, strings.Repeat("-", 40)))}})
+		require.NoError(t, err)
+	}
+	segs := p.Segments()
+	require.Greater(t, len(segs), 3)
+	require.NoError(t, d.Close())
+
+	victim := segs[1]
+	logPath := filepath.Join(dir, "c-0", fmt.Sprintf("%020d.log", victim.BaseOffset))
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	pos := batchPositions(t, data)
+	require.Greater(t, len(pos), 2)
+	bad := pos[2]
+	data[bad+70] ^= 0x01 // one bit in the records
+	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Problems())
+	assert.Equal(t, logPath, rep.Problems()[0].Path, out.String())
+	assert.Equal(t, bad, rep.Problems()[0].Position)
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	require.Empty(t, rep.Problems(), out.String())
+	pr := partitionReport(t, rep, "c", 0)
+	assert.Equal(t, victim.BaseOffset+2, pr.NextOffset, "the log ends before the bad batch")
+	assert.EqualValues(t, 2, pr.Segments, "later segments are dropped")
+
+	d, err = engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet()})
+	require.NoError(t, err)
+	p, err = interopTopicPartition(d, "c", 0)
+	require.NoError(t, err)
+	first, _, err := p.Append([]record.Record{{Timestamp: -1, Value: []byte("after repair")}})
+	require.NoError(t, err)
+	assert.Equal(t, victim.BaseOffset+2, first, "appends continue at the repaired log end")
+	require.NoError(t, d.Close())
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems(), out.String())
+}
+
+func interopTopicPartition(d *engine.LogDir, topic string, id int) (*engine.Partition, error) {
+	tp, err := d.Topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	return tp.Partition(id)
+}
