@@ -344,6 +344,9 @@ func (p *Partition) Append(recs []record.Record) (first, last int64, err error) 
 		}
 	}
 	clear(rb) // drop references to the caller's byte slices
+	if cap(rb) > 1<<16 {
+		p.w.recBuf = nil
+	}
 	if cap(p.w.encBuf) > 4*int(maxBytes) {
 		p.w.encBuf = nil // a huge append must not pin its buffer
 	}
