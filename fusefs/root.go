@@ -31,7 +31,14 @@ func (r *rootNode) topicChild(ctx context.Context, name string, out *fuse.EntryO
 	return ch
 }
 
+// nameMax is NAME_MAX: longer names are ENAMETOOLONG, as on any file
+// system (the kernel leaves the check to FUSE servers).
+const nameMax = 255
+
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, syscall.ENAMETOOLONG
+	}
 	if _, err := r.fsys.d.Topic(name); err != nil {
 		return nil, syscall.ENOENT
 	}
@@ -53,6 +60,9 @@ func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if r.fsys.opts.ReadOnly {
 		return nil, syscall.EROFS
+	}
+	if len(name) > nameMax {
+		return nil, syscall.ENAMETOOLONG
 	}
 	t, err := r.fsys.d.CreateTopic(name, 1)
 	if err != nil {
