@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -74,7 +75,14 @@ type partState struct {
 	lastFlush     time.Time
 	lastErr       string
 	lastErrTime   time.Time
+	// cleanAfter: after a failed cleaning (corrupt data, I/O error) the
+	// cleaner leaves the log alone until then, instead of failing every
+	// tick (Kafka marks such a log uncleanable until restart).
+	cleanAfter time.Time
 }
+
+// cleanerBackoff is how long a log whose cleaning failed is skipped.
+const cleanerBackoff = 5 * time.Minute
 
 // NewScheduler returns a scheduler for d; call Start to run it in the
 // background, or drive it with RunRetention and RunCleaner.
@@ -345,9 +353,9 @@ func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRu
 			continue
 		}
 		c := CleanableRange(p.Segments(), cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
-		if c.Eligible(cfg) {
+		if c.Eligible(cfg) && !s.backingOff(p, now) {
 			cands = append(cands, cand{p, c.Ratio, false})
-		} else if s.tombstonesDue(p, now) {
+		} else if s.tombstonesDue(p, now) && !s.backingOff(p, now) {
 			// Kafka waits for the dirty ratio; topicfs also cleans when the
 			// tombstones the last run kept have passed their delete horizon,
 			// so a quiet compacted topic does lose them.
@@ -374,6 +382,14 @@ func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRu
 		skip[chosen] = true
 	}
 	return s.runClean(chosen, force)
+}
+
+// backingOff reports whether p's last cleaning failed less than
+// cleanerBackoff ago.
+func (s *Scheduler) backingOff(p *engine.Partition, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Before(s.stateLocked(p).cleanAfter)
 }
 
 // tombstonesDue reports whether the last completed cleaning of p kept
@@ -417,6 +433,9 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 			s.log.Info("cleaning abandoned", "topic", p.Topic(), "partition", p.ID(), "why", err)
 		} else {
 			s.noteErr(p, "clean", err)
+			s.mu.Lock()
+			s.stateLocked(p).cleanAfter = s.now().Add(cleanerBackoff)
+			s.mu.Unlock()
 		}
 	}
 	return run, err
@@ -471,10 +490,15 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 		out.LastCleaning = &run
 	}
 	cleaning := st.cleaning
+	cleanAfter := st.cleanAfter
 	s.mu.Unlock()
 
 	out.RetentionExplanation = ExplainRetention(segs, cfg, logStart, now)
 	why := ExplainCleaner(c, cfg, out.LastCleaning, cleaning, now)
+	if now.Before(cleanAfter) && HasPolicy(cfg.CleanupPolicy, "compact") {
+		why = append([]string{fmt.Sprintf("not cleaned: the last cleaning failed (%s); the cleaner retries after %s",
+			out.LastError, cleanAfter.UTC().Format(time.RFC3339))}, why...)
+	}
 	out.CleanerExplanation = why[0]
 	out.Explanations = append([]string{out.RetentionExplanation}, why...)
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,4 +261,39 @@ func TestCleanerProgressLog(t *testing.T) {
 	out := buf.String()
 	assert.GreaterOrEqual(t, strings.Count(out, "cleaner progress"), 2, out)
 	assert.Contains(t, out, "cleaned log")
+}
+
+// TestCleanerCorruptSegmentBacksOff: corruption found while cleaning fails
+// the run (nothing changes), is reported in State, and the log is left alone
+// for a while instead of failing at every tick.
+func TestCleanerCorruptSegmentBacksOff(t *testing.T) {
+	clk := newClock()
+	mem := vfs.NewMem()
+	d := openLogDir(t, mem, "/data", clk, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"})
+	p := createPartition(t, d, "bad", nil)
+	dupLog(t, p, 5)
+	segs := p.Segments()
+	f, err := mem.OpenFile(fmt.Sprintf("%s/%020d.log", p.Dir(), segs[1].BaseOffset), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("garbage!"), 70) // inside the first batch's records: CRC mismatch
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	runs, err := s.RunCleaner()
+	require.ErrorIs(t, err, engine.ErrCorrupt)
+	require.Len(t, runs, 1)
+	assert.Equal(t, int64(-1), p.FirstDirtyOffset())
+	st := s.State("bad", 0)
+	assert.Contains(t, st.LastError, "clean")
+	assert.Contains(t, st.CleanerExplanation, "the last cleaning failed")
+
+	runs, err = s.RunCleaner()
+	require.NoError(t, err)
+	assert.Empty(t, runs, "backing off")
+	clk.Advance(cleanerBackoff + time.Second)
+	runs, err = s.RunCleaner()
+	require.Error(t, err)
+	assert.Len(t, runs, 1, "retried after the back-off")
 }
