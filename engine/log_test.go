@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -568,6 +569,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	errs := make(chan error, 16)
+	var replaced atomic.Int64
 	wg.Add(1)
 	go func() { // writer
 		defer wg.Done()
@@ -635,6 +637,24 @@ func TestConcurrentAppendRead(t *testing.T) {
 		}()
 	}
 	wg.Add(1)
+	go func() { // a "cleaner" that rewrites the two oldest sealed segments byte for byte
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			err := copyOldestSegments(p)
+			if err == nil {
+				replaced.Add(1)
+			} else if !errors.Is(err, ErrConflict) && !errors.Is(err, errNotEnough) {
+				errs <- err
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Add(1)
 	go func() { // housekeeping
 		defer wg.Done()
 		for {
@@ -666,6 +686,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 		t.Error(err)
 	}
 	assert.Equal(t, int64(total), p.LogEndOffset())
+	assert.Positive(t, replaced.Load(), "the cleaner swapped segments under the readers")
 }
 
 func TestFlushAdvancesRecoveryPoint(t *testing.T) {
@@ -863,4 +884,44 @@ func TestMaybeRollIgnoresHistoricalTimestamps(t *testing.T) {
 	rolled, err = p.MaybeRoll()
 	require.NoError(t, err)
 	assert.True(t, rolled)
+}
+
+var errNotEnough = errors.New("not enough segments")
+
+// copyOldestSegments replaces the two oldest sealed segments with one
+// cleaned segment holding the same batches.
+func copyOldestSegments(p *Partition) error {
+	snap := p.Snapshot()
+	defer snap.Release()
+	if len(snap.Segments) < 4 {
+		return errNotEnough
+	}
+	old := snap.Segments[:2]
+	w, err := p.NewCleanedSegment(old[0].BaseOffset())
+	if err != nil {
+		return err
+	}
+	for _, s := range old {
+		for pos := int64(0); pos < s.Size(); {
+			b, err := s.ReadBatch(pos, nil)
+			if err != nil {
+				w.Abort()
+				return err
+			}
+			if err := w.AppendBatch(b.Raw); err != nil {
+				w.Abort()
+				return err
+			}
+			pos += int64(b.Size())
+		}
+	}
+	if err := w.Finish(); err != nil {
+		w.Abort()
+		return err
+	}
+	if err := p.ReplaceSegments([]int64{old[0].BaseOffset(), old[1].BaseOffset()}, []*SegmentWriter{w}); err != nil {
+		w.Abort()
+		return err
+	}
+	return nil
 }
