@@ -30,8 +30,10 @@ func (r *runner) buildSegments(data string, n int) (err error) {
 		return err
 	}
 	// One 100-byte record is a batch of about 170 bytes: a second one
-	// never fits, so each append rolls.
-	if err := t.AlterConfig(map[string]string{"segment.bytes": "200"}); err != nil {
+	// never fits, so each append rolls. A small segment.index.bytes keeps
+	// the roll cheap: creating an index maps and checks all of its
+	// preallocated bytes (10 MiB by default).
+	if err := t.AlterConfig(map[string]string{"segment.bytes": "200", "segment.index.bytes": "4096"}); err != nil {
 		return err
 	}
 	part, err := t.Partition(0)
