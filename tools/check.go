@@ -722,19 +722,15 @@ var checkpointFiles = []string{
 // the engine would not accept are warnings (it skips them when opening).
 func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
 	path := filepath.Join(dir, engine.TopicsConfigFile)
-	data, err := readAll(fsys, path)
+	topics, found, err := readTopicsConfig(fsys, dir)
+	if !found {
+		return
+	}
 	if err != nil {
+		rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: err.Error()})
 		return
 	}
-	var tf struct {
-		Version int                          `json:"version"`
-		Topics  map[string]map[string]string `json:"topics"`
-	}
-	if err := json.Unmarshal(data, &tf); err != nil || tf.Version != 1 {
-		rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: fmt.Sprintf("does not parse as version 1 (version %d, %v)", tf.Version, err)})
-		return
-	}
-	for topic, kv := range tf.Topics {
+	for topic, kv := range topics {
 		for k, v := range kv {
 			if _, err := engine.DefaultConfig().Apply(map[string]string{k: v}); err != nil || !engine.IsTopicSetting(k) {
 				rep.Warnings = append(rep.Warnings, Problem{Path: path, Position: -1,
@@ -742,6 +738,36 @@ func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
 			}
 		}
 	}
+}
+
+// readTopicsConfig reads the per-topic overrides LogDir persists in
+// topicfs-topics.json ({"version":1,"topics":{NAME:{setting:value}}}).
+func readTopicsConfig(fsys vfs.FS, dir string) (topics map[string]map[string]string, found bool, err error) {
+	data, err := readAll(fsys, filepath.Join(dir, engine.TopicsConfigFile))
+	if err != nil {
+		return nil, false, nil
+	}
+	var tf struct {
+		Version int                          `json:"version"`
+		Topics  map[string]map[string]string `json:"topics"`
+	}
+	if err := json.Unmarshal(data, &tf); err != nil || tf.Version != 1 {
+		return nil, true, fmt.Errorf("does not parse as version 1 (version %d, %v)", tf.Version, err)
+	}
+	return tf.Topics, true, nil
+}
+
+// topicConfig is the config a repair opens a partition with: defaults plus
+// the persisted overrides (what mount.toml says is not known offline; it
+// only matters for index spacing and sizes, which recovery rebuilds anyway).
+func topicConfig(topics map[string]map[string]string, topic string) engine.Config {
+	c := engine.DefaultConfig()
+	for k, v := range topics[topic] {
+		if n, err := c.Apply(map[string]string{k: v}); err == nil {
+			c = n
+		}
+	}
+	return c
 }
 
 func checkCheckpoints(fsys vfs.FS, dir string, rep *CheckReport) {
@@ -799,6 +825,32 @@ func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]
 	}
 	defer lock.Close()
 	logStart, _ := engine.ReadCheckpoint(fsys, filepath.Join(root, engine.LogStartOffsetCheckpointFile))
+	topics, _, _ := readTopicsConfig(fsys, root)
+
+	// Unreadable root files: a checkpoint file is removed (missing means no
+	// entries: the next open recovers every partition from its start, as
+	// Kafka does when it cannot read one); topicfs-topics.json is set aside
+	// as topicfs-topics.json.corrupt, keeping its bytes for the operator.
+	for _, pr := range rep.Root {
+		name := filepath.Base(pr.Path)
+		switch {
+		case name == engine.TopicsConfigFile:
+			if err := fsys.Rename(pr.Path, pr.Path+".corrupt"); err != nil {
+				return nil, fmt.Errorf("check --repair: %w", err)
+			}
+			fmt.Fprintf(w, "repair: moved unreadable %s to %s.corrupt (topics use their default settings)\n", pr.Path, name)
+		case slices.Contains(checkpointFiles, name):
+			if err := fsys.Remove(pr.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("check --repair: %w", err)
+			}
+			fmt.Fprintf(w, "repair: removed unreadable %s (the next open recovers every partition from its start)\n", pr.Path)
+		default:
+			continue
+		}
+		if err := fsys.SyncDir(root); err != nil {
+			return nil, fmt.Errorf("check --repair: %w", err)
+		}
+	}
 
 	var repaired []string
 	for _, p := range rep.Partitions {
@@ -812,7 +864,7 @@ func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]
 		}
 		fmt.Fprintf(w, "repairing %s: recovering every segment\n", name)
 		part, err := engine.OpenPartition(fsys, p.Dir, p.Topic, p.Partition, engine.PartitionOptions{
-			Config:         engine.DefaultConfig(),
+			Config:         topicConfig(topics, p.Topic),
 			RecoveryPoint:  0,
 			LogStartOffset: ls,
 			FirstDirty:     -1,

@@ -228,3 +228,21 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckRepairRootFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "topicfs-topics.json"), []byte(`{"version":1,`), 0o644))
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	require.NotNil(t, rep.Before)
+	assert.Len(t, rep.Before.Problems(), 2)
+	_, err = os.Stat(filepath.Join(dir, "recovery-point-offset-checkpoint"))
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	kept, err := os.ReadFile(filepath.Join(dir, "topicfs-topics.json.corrupt"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"version":1,`, string(kept))
+}
