@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -821,4 +822,55 @@ func FuzzRecoverSegment(f *testing.F) {
 			require.NoError(t, p.Close())
 		}
 	})
+}
+
+// TestReplaceSegmentsErrors fails each file operation of ReplaceSegments in
+// turn (without crashing): the live partition and a reopened one read
+// either the old log or the cleaned one, and the cleaner's Abort after the
+// error never destroys data.
+func TestReplaceSegmentsErrors(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 2 << 10
+	const dir = "/d/t-0"
+	for n := int64(0); ; n++ {
+		mem := vfs.NewMem()
+		sw := &vfs.Switchable{}
+		fs := vfs.NewErrorFS(mem, sw)
+		fillPartition(t, fs, dir, cfg, 30)
+		p := openTest(t, fs, dir, cfg, func(o *PartitionOptions) { o.CleanShutdown = true })
+		all := offsetsOf(readAll(t, p))
+		segs := p.Segments()
+		old := []int64{segs[0].BaseOffset, segs[1].BaseOffset, segs[2].BaseOffset}
+		w, kept := buildCleaned(t, p, old)
+		cleaned := append(kept, seq(segs[3].BaseOffset, int64(len(all)))...)
+		counter := vfs.NewCounter()
+		sw.Set(vfs.InjectorFunc(func(op vfs.Op) *vfs.Fault {
+			counter.Inject(op)
+			if op.Kind.Mutating() && counter.Count()-1 == n {
+				return &vfs.Fault{Err: syscall.EIO}
+			}
+			return nil
+		}))
+		err := p.ReplaceSegments(old, []*SegmentWriter{w})
+		sw.Set(nil)
+		if err == nil && counter.Count() <= n {
+			require.NoError(t, p.Close())
+			require.Greater(t, n, int64(6), "rename and sync points tried")
+			break // every operation was tried
+		}
+		if err != nil {
+			require.NoError(t, w.Abort())
+		}
+		live := offsetsOf(readAll(t, p))
+		assert.True(t, slices.Equal(live, all) || slices.Equal(live, cleaned), "op %d: live partition reads a mix", n)
+		require.NoError(t, p.Close())
+		p2 := openTest(t, fs, dir, cfg)
+		got := offsetsOf(readAll(t, p2))
+		assert.True(t, slices.Equal(got, all) || slices.Equal(got, cleaned), "op %d: reopened partition reads a mix", n)
+		if err == nil {
+			assert.Equal(t, cleaned, got, "op %d", n)
+		}
+		checkIndexes(t, p2)
+		require.NoError(t, p2.Close())
+	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -262,7 +263,7 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 		}
 	}
 	ws := slices.Clone(cleaned)
-	slices.SortFunc(ws, func(a, b *SegmentWriter) int { return int(b.base - a.base) })
+	slices.SortFunc(ws, func(a, b *SegmentWriter) int { return cmp.Compare(b.base, a.base) })
 	rename := func(w *SegmentWriter, from, to string) error {
 		for _, f := range []*string{&w.files.log, &w.files.index, &w.files.timeIndex, &w.files.txnIndex} {
 			if *f == "" {
@@ -276,31 +277,63 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 		}
 		return nil
 	}
+	// Phase 1: cleaned -> swap, highest base first, made durable. A failure
+	// here is undone (swap -> cleaned) and the writers stay abortable; a
+	// crash is rolled back by recovery (a .swap at or above a .cleaned base
+	// is dropped).
+	undo := func(err error) error {
+		for _, w := range ws {
+			if strings.HasSuffix(w.files.log, swapSuffix) {
+				if uerr := rename(w, swapSuffix, cleanedSuffix); uerr != nil {
+					p.logger.Error("engine: undoing a segment swap", "err", uerr)
+				}
+			}
+		}
+		return err
+	}
 	for _, w := range ws {
 		if err := rename(w, cleanedSuffix, swapSuffix); err != nil {
-			return err
+			return undo(err)
 		}
 	}
 	if err := p.fs.SyncDir(p.dir); err != nil {
-		return fmt.Errorf("engine: replace segments: %w", err)
+		return undo(fmt.Errorf("engine: replace segments: %w", err))
+	}
+	// Phase 2: committed. From here a crash or an error is completed by
+	// recovery at the next open (the .swap files are durable), so the
+	// writers are consumed whatever happens: Abort must not remove them.
+	for _, w := range ws {
+		w.closed = true
+	}
+	committed := func(err error) error {
+		for _, w := range ws {
+			if w.log != nil {
+				w.log.Close()
+				w.log = nil
+			}
+		}
+		p.logger.Error("engine: segment swap interrupted; the next open completes it", "dir", p.dir, "err", err)
+		return err
 	}
 	now := p.now()
 	var gone []*Segment
 	for i := range l {
 		if replaced[i] {
 			if err := p.markDeleted(l[i], now); err != nil {
-				return err
+				return committed(err)
 			}
 			gone = append(gone, l[i])
 		}
 	}
 	for _, w := range ws {
 		if err := rename(w, swapSuffix, ""); err != nil {
-			return err
+			return committed(err)
 		}
 	}
 	if err := p.fs.SyncDir(p.dir); err != nil {
-		return fmt.Errorf("engine: replace segments: %w", err)
+		// Durable as .swap already; the next Flush syncs the directory again.
+		p.w.dirDirty = true
+		p.logger.Warn("engine: sync dir after a segment swap", "dir", p.dir, "err", err)
 	}
 	nl := make([]*Segment, 0, len(l)-len(gone)+len(ws))
 	for i, s := range l {
@@ -319,10 +352,9 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 			s.firstBatchTs.Store(w.firstTs)
 		}
 		w.log = nil
-		w.closed = true
 		nl = append(nl, s)
 	}
-	slices.SortFunc(nl, func(a, b *Segment) int { return int(a.base - b.base) })
+	slices.SortFunc(nl, func(a, b *Segment) int { return cmp.Compare(a.base, b.base) })
 	p.publish(nl)
 	for _, s := range gone {
 		s.Release()
