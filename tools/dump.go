@@ -236,18 +236,62 @@ func optionalLong(v int64, set bool) string {
 }
 
 // javaString decodes b as UTF-8 the way Java's new String(bytes, UTF_8)
-// does: every malformed byte becomes U+FFFD.
+// does: each maximal ill-formed subsequence (a lead byte and the
+// continuation bytes that could still have completed it, or any other single
+// bad byte) becomes one U+FFFD, per the Unicode "maximal subpart" practice
+// Java's decoder follows.
 func javaString(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}
 	var sb strings.Builder
+	sb.Grow(len(b) + 8)
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
-		sb.WriteRune(r)
-		b = b[n:]
+		if r != utf8.RuneError || n > 1 {
+			sb.WriteRune(r)
+			b = b[n:]
+			continue
+		}
+		sb.WriteRune(utf8.RuneError)
+		b = b[maximalSubpart(b):]
 	}
 	return sb.String()
+}
+
+// maximalSubpart returns how many bytes at the start of b (which does not
+// start with a valid UTF-8 sequence) form one maximal ill-formed subpart.
+func maximalSubpart(b []byte) int {
+	lead := b[0]
+	var need int
+	lo, hi := byte(0x80), byte(0xBF) // allowed range of the second byte
+	switch {
+	case lead >= 0xC2 && lead <= 0xDF:
+		need = 1
+	case lead == 0xE0:
+		need, lo = 2, 0xA0
+	case lead >= 0xE1 && lead <= 0xEC, lead == 0xEE, lead == 0xEF:
+		need = 2
+	case lead == 0xED:
+		need, hi = 2, 0x9F
+	case lead == 0xF0:
+		need, lo = 3, 0x90
+	case lead >= 0xF1 && lead <= 0xF3:
+		need = 3
+	case lead == 0xF4:
+		need, hi = 3, 0x8F
+	default:
+		return 1
+	}
+	n := 1
+	for i := 0; i < need && n < len(b); i++ {
+		c := b[n]
+		if i == 0 && (c < lo || c > hi) || i > 0 && (c < 0x80 || c > 0xBF) {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 type batchJSON struct {
