@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,42 @@ type crashWriter struct {
 	attempted atomic.Int64 // seqs < attempted were handed to write(2)
 	synced    atomic.Int64 // seqs < synced were acknowledged by a successful fsync
 	closed    atomic.Int64 // seqs < closed were written and closed without error
-	mustHave  int          // seqs < mustHave must survive (test goroutine only)
+	// acked are the ranges [lo, hi) of seqs that must survive: per cycle,
+	// from the cycle's first seq up to the last fsync acknowledgement (or up
+	// to the last successful close before a clean stop). Seqs between ranges
+	// were in flight at a SIGKILL and may be gone. Test goroutine only.
+	acked      [][2]int
+	cycleStart int
+}
+
+// ack records [cycleStart, hi) as acknowledged.
+func (w *crashWriter) ack(hi int) {
+	if hi > w.cycleStart {
+		w.acked = append(w.acked, [2]int{w.cycleStart, hi})
+	}
+}
+
+// ackedSeqs lists every acknowledged seq, oldest first.
+func (w *crashWriter) ackedSeqs() []int {
+	var out []int
+	for _, r := range w.acked {
+		for s := r[0]; s < r[1]; s++ {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// lastAckedOfKey returns the newest acknowledged seq whose key is seq%cmpKeys == k.
+func (w *crashWriter) lastAckedOfKey(k int) (int, bool) {
+	for i := len(w.acked) - 1; i >= 0; i-- {
+		lo, hi := w.acked[i][0], w.acked[i][1]
+		s := hi - 1 - ((hi-1-k)%cmpKeys+cmpKeys)%cmpKeys
+		if s >= lo {
+			return s, true
+		}
+	}
+	return 0, false
 }
 
 const cmpKeys = 16
@@ -181,6 +217,7 @@ type crashRun struct {
 	// plainEnd[p] is how many records plain/p held at the last verify:
 	// offsets below it exist forever (nothing is deleted from plain).
 	plainEnd [2]int64
+	history  []string // per-cycle accounting, printed when the test fails
 }
 
 func (r *crashRun) fail(what string, err error) {
@@ -338,6 +375,22 @@ func TestCrashKillCycles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 
 	m := startMount(t, mountOpts{Config: crashConfig})
+	var r *crashRun
+	t.Cleanup(func() {
+		// Keep the evidence: a failed run leaves a copy of its data dir.
+		if t.Failed() {
+			if r != nil {
+				t.Logf("history:\n%s", strings.Join(r.history, "\n"))
+			}
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("topicfs-crash-%d", seed))
+			_ = os.RemoveAll(keep)
+			if out, err := exec.Command("cp", "-a", m.Data, keep).CombinedOutput(); err == nil {
+				t.Logf("data dir of the failed run kept in %s", keep)
+			} else {
+				t.Logf("could not keep the data dir: %v %s", err, out)
+			}
+		}
+	})
 	for _, topic := range []string{"plain", "ret", "cmp"} {
 		require.NoError(t, os.Mkdir(m.Path(topic), 0o755), "mkdir topic %s", topic)
 		for _, p := range []string{"0", "1"} {
@@ -353,7 +406,7 @@ func TestCrashKillCycles(t *testing.T) {
 	require.Contains(t, string(cfg), "cleanup.policy=compact")
 	require.Contains(t, string(cfg), "parse.key=true")
 
-	r := &crashRun{t: t, m: m, byID: map[int]*crashWriter{}}
+	r = &crashRun{t: t, m: m, byID: map[int]*crashWriter{}}
 	r.writers = []*crashWriter{
 		{id: 0, topic: "plain", file: "plain/0/append", fsync: true},
 		{id: 1, topic: "plain", file: "plain/1/append", fsync: true, reopen: true},
@@ -403,7 +456,7 @@ func TestCrashKillCycles(t *testing.T) {
 			wg.Wait()
 			m.Stop()
 			for _, w := range r.writers {
-				w.mustHave = max(w.mustHave, int(w.synced.Load()), int(w.closed.Load()))
+				w.ack(max(int(w.synced.Load()), int(w.closed.Load())))
 			}
 			if requireCheckPasses(t, m.Data) {
 				checks++
@@ -416,7 +469,7 @@ func TestCrashKillCycles(t *testing.T) {
 			wg.Wait()
 			lazyUnmount(m.Dir)
 			for _, w := range r.writers {
-				w.mustHave = max(w.mustHave, int(w.synced.Load()))
+				w.ack(int(w.synced.Load()))
 			}
 			// The crash image itself: a torn tail is expected here and is
 			// recovery's job, so this is reported, not asserted.
@@ -429,8 +482,15 @@ func TestCrashKillCycles(t *testing.T) {
 		r.mu.Unlock()
 		require.Empty(t, failures, "cycle %d: errors while the mount was alive", c)
 
+		hist := fmt.Sprintf("cycle %d %s: acked/attempted", c, map[bool]string{true: "stop", false: "kill"}[graceful])
+		for _, w := range r.writers {
+			hist += fmt.Sprintf(" w%d=%v/%d", w.id, w.acked[max(0, len(w.acked)-1):], w.attempted.Load())
+			w.cycleStart = int(w.attempted.Load())
+		}
+		r.history = append(r.history, hist)
 		m.Remount()
 		verified = r.verify(c)
+		r.history = append(r.history, fmt.Sprintf("  after remount: plain ends %v", r.plainEnd))
 		if testing.Verbose() && (c%10 == 0 || c == cycles-1) {
 			t.Logf("cycle %d/%d (%s): %d acknowledged records verified, %d lines read so far",
 				c+1, cycles, map[bool]string{true: "clean stop", false: "SIGKILL"}[graceful], verified, r.linesRead.Load())
@@ -508,33 +568,40 @@ func (r *crashRun) verify(cycle int) int {
 	for _, w := range r.writers {
 		switch w.topic {
 		case "plain":
-			for s := 0; s < w.mustHave; s++ {
-				if !present[w.id][s] {
-					t.Fatalf("cycle %d: acknowledged record %q (writer %d via %s) is missing after remount", cycle, relPayload(w.id, s), w.id, w.file)
+			for _, rg := range w.acked {
+				for s := rg[0]; s < rg[1]; s++ {
+					if !present[w.id][s] {
+						t.Fatalf("cycle %d: acknowledged record %q (writer %d via %s) is missing after remount; acknowledged %v, present %s", cycle, relPayload(w.id, s), w.id, w.file, w.acked, seqRanges(present[w.id]))
+					}
+					verified++
 				}
 			}
-			verified += w.mustHave
 		case "ret":
-			if w.mustHave == 0 {
+			seqs := w.ackedSeqs()
+			if len(seqs) == 0 {
 				continue
 			}
-			if !present[w.id][w.mustHave-1] {
-				t.Fatalf("cycle %d: newest acknowledged record %q of %s is missing (retention keeps the newest retention.bytes)", cycle, relPayload(w.id, w.mustHave-1), w.file)
+			last := seqs[len(seqs)-1]
+			if !present[w.id][last] {
+				t.Fatalf("cycle %d: newest acknowledged record %q of %s is missing (retention keeps the newest retention.bytes)", cycle, relPayload(w.id, last), w.file)
 			}
-			first := w.mustHave - 1
-			for first > 0 && present[w.id][first-1] {
-				first--
+			i := len(seqs) - 1
+			for i > 0 && present[w.id][seqs[i-1]] {
+				i--
 			}
-			for s := 0; s < first; s++ {
+			for _, s := range seqs[:i] {
 				if present[w.id][s] {
-					t.Fatalf("cycle %d: %s: acknowledged record %q is present but %q after it is not: retention must delete a prefix", cycle, w.file, relPayload(w.id, s), relPayload(w.id, first-1))
+					t.Fatalf("cycle %d: %s: acknowledged record %q is present but the later acknowledged %q is not: retention must delete a prefix; acknowledged %v, present %s", cycle, w.file, relPayload(w.id, s), relPayload(w.id, seqs[i-1]), w.acked, seqRanges(present[w.id]))
 				}
 			}
-			verified += w.mustHave - first
+			verified += len(seqs) - i
 		case "cmp":
-			for k := 0; k < cmpKeys && k < w.mustHave; k++ {
+			for k := 0; k < cmpKeys; k++ {
+				lastMust, ok := w.lastAckedOfKey(k)
+				if !ok {
+					continue
+				}
 				key := crashKey(w.id, k)
-				lastMust := k + ((w.mustHave-1-k)/cmpKeys)*cmpKeys // the last acknowledged seq of this key
 				rec, ok := lastOfKey[key]
 				if ok && !rec.IsTombstone() {
 					v, _ := rec.ValueString()
@@ -674,4 +741,23 @@ func TestDiskFullENOSPC(t *testing.T) {
 	assert.Equal(t, "again-2\n", m.Sh(t, `tail -n 1 $MNT/full/0/records`))
 	m.Stop()
 	t.Logf("ENOSPC: %d records acknowledged before the fault, all present after restart", acked)
+}
+
+// seqRanges renders a set of sequence numbers as "0-99 120-130".
+func seqRanges(set map[int]bool) string {
+	var seqs []int
+	for s := range set {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+	var b strings.Builder
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		fmt.Fprintf(&b, "%d-%d ", seqs[i], seqs[j])
+		i = j + 1
+	}
+	return strings.TrimSpace(b.String())
 }
