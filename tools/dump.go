@@ -122,7 +122,7 @@ func (d *dumper) printf(format string, args ...any) { fmt.Fprintf(d.out, format,
 func (d *dumper) json(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		d.fail("dump: %v", err)
+		d.fail("dump: %w", err)
 		return
 	}
 	d.out.Write(b)
@@ -189,13 +189,13 @@ func (d *dumper) file(path string) {
 func (d *dumper) open(path string) (vfs.File, int64, bool) {
 	f, err := d.fs.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		d.fail("dump: %v", err)
+		d.fail("dump: %w", err)
 		return nil, 0, false
 	}
 	size, err := f.Size()
 	if err != nil {
 		_ = f.Close()
-		d.fail("dump: %s: %v", path, err)
+		d.fail("dump: %s: %w", path, err)
 		return nil, 0, false
 	}
 	return f, size, true
@@ -346,7 +346,7 @@ func (d *dumper) dumpLog(path string) {
 		case strings.HasSuffix(name, ".log"):
 			base, err := fileBase(path)
 			if err != nil {
-				d.fail("dump: %s: segment name is not an offset: %v", path, err)
+				d.fail("dump: %s: segment name is not an offset: %w", path, err)
 				return
 			}
 			d.printf("Log starting offset: %d\n", base)
@@ -385,7 +385,7 @@ func (d *dumper) dumpLog(path string) {
 			break
 		}
 		if err != nil {
-			d.fail("dump: %s: position %d: %v", path, pos, err)
+			d.fail("dump: %s: position %d: %w", path, pos, err)
 			break
 		}
 		buf = b.Raw[:cap(b.Raw)]
@@ -394,7 +394,7 @@ func (d *dumper) dumpLog(path string) {
 			var err error
 			recs, err = b.Records(recs[:0])
 			if err != nil {
-				d.fail("dump: %s: position %d: %v", path, pos, err)
+				d.fail("dump: %s: position %d: %w", path, pos, err)
 				pos += int64(b.Size())
 				break
 			}

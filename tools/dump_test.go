@@ -1,9 +1,20 @@
 package tools
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/record"
 )
 
 func TestJavaString(t *testing.T) {
@@ -26,4 +37,115 @@ func TestJavaString(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, javaString(tt.in), "% x", tt.in)
 	}
+}
+
+func writeLog(t *testing.T, dir string, batches ...[]record.Record) (string, []int64) {
+	t.Helper()
+	var data []byte
+	var pos []int64
+	for _, recs := range batches {
+		spec := record.NewBatchSpec(recs[0].Offset)
+		spec.PartitionLeaderEpoch = 0
+		pos = append(pos, int64(len(data)))
+		var err error
+		data, err = record.Encode(data, spec, recs)
+		require.NoError(t, err)
+	}
+	path := filepath.Join(dir, "00000000000000000000.log")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path, pos
+}
+
+func rec(off, ts int64, key, value string) record.Record {
+	r := record.Record{Offset: off, Timestamp: ts, Value: []byte(value)}
+	if key != "" {
+		r.Key = []byte(key)
+	}
+	return r
+}
+
+func TestDumpSummariesInKafkasWords(t *testing.T) {
+	dir := t.TempDir()
+	logPath, pos := writeLog(t, dir,
+		[]record.Record{rec(0, 100, "a", "1"), rec(1, 105, "", "2")},
+		[]record.Record{rec(2, 103, "b", "3")},
+		[]record.Record{rec(5, 110, "c", "4"), rec(9, 120, "d", "5")}, // compaction gaps
+	)
+	idx := filepath.Join(dir, "00000000000000000000.index")
+	tix := filepath.Join(dir, "00000000000000000000.timeindex")
+	be := binary.BigEndian
+	var ib []byte
+	ib = be.AppendUint32(be.AppendUint32(ib, 2), uint32(pos[1])) // matches
+	ib = be.AppendUint32(be.AppendUint32(ib, 4), uint32(pos[2])) // batch there ends at 9
+	require.NoError(t, os.WriteFile(idx, ib, 0o644))
+	var tb []byte
+	tb = be.AppendUint32(be.AppendUint64(tb, 105), 1) // ok
+	tb = be.AppendUint32(be.AppendUint64(tb, 104), 2) // out of order, and batch 2's max is 103
+	tb = be.AppendUint32(be.AppendUint64(tb, 130), 7) // no batch ends at 7
+	require.NoError(t, os.WriteFile(tix, tb, 0o644))
+	// Two bytes of a torn append.
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{0, 0})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	var out, errOut bytes.Buffer
+	require.NoError(t, Dump(&out, &errOut, []string{logPath, idx, tix}, DumpOptions{DeepIteration: true}))
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	assert.Equal(t, "Mismatches in :"+abs(idx)+"\n"+
+		"  Index offset: 4, log offset: 9\n"+
+		"Found timestamp mismatch in :"+abs(tix)+"\n"+
+		"  Index timestamp: 104, log timestamp: 103\n"+
+		"Found out of order timestamp in :"+abs(tix)+"\n"+
+		"  Index timestamp: 104, Previously indexed timestamp: 105\n"+
+		"The following indexed offsets are not found in the log.\n"+
+		"Indexed offset: 7, found log offset: 9\n"+
+		"Non-consecutive offsets in "+abs(logPath)+"\n"+
+		"  5 is followed by 9\n"+
+		"  2 is followed by 5\n", errOut.String())
+	text := out.String()
+	assert.Contains(t, text, "Found 2 invalid bytes at the end of 00000000000000000000.log\n")
+	assert.Contains(t, text, "offset: 2 position: "+fmt.Sprint(pos[1])+"\noffset: 4 position: "+fmt.Sprint(pos[2])+"\n")
+	assert.Contains(t, text, "timestamp: 105 offset: 1\ntimestamp: 104 offset: 2\ntimestamp: 130 offset: 7\n")
+
+	// --verify-index-only prints no entries but still checks them.
+	out.Reset()
+	errOut.Reset()
+	require.NoError(t, Dump(&out, &errOut, []string{idx}, DumpOptions{VerifyIndexOnly: true}))
+	assert.Equal(t, "Dumping "+idx+"\n", out.String())
+	assert.Contains(t, errOut.String(), "Index offset: 4, log offset: 9")
+
+	// --index-sanity-check.
+	out.Reset()
+	require.NoError(t, Dump(&out, io.Discard, []string{idx}, DumpOptions{IndexSanityCheck: true}))
+	assert.Equal(t, "Dumping "+idx+"\n"+idx+" passed sanity check.\n", out.String())
+}
+
+func TestDumpSkipRecordMetadata(t *testing.T) {
+	logPath, _ := writeLog(t, t.TempDir(), []record.Record{rec(0, 1, "k", "v"), rec(1, 2, "", "w")})
+	var out bytes.Buffer
+	require.NoError(t, Dump(&out, io.Discard, []string{logPath}, DumpOptions{PrintData: true, SkipRecordMetadata: true}))
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 5)
+	assert.Equal(t, "| key: k payload: v", lines[3])
+	assert.Equal(t, " payload: w", lines[4], "Kafka's quirk: no '|' when the key is null")
+}
+
+func TestDumpCorruptEntryFails(t *testing.T) {
+	logPath, _ := writeLog(t, t.TempDir(), []record.Record{rec(0, 1, "k", "v")})
+	st, err := os.Stat(logPath)
+	require.NoError(t, err)
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write(make([]byte, 40)) // a zero-filled (preallocated) tail: size 0 < 14
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	var out, errOut bytes.Buffer
+	err = Dump(&out, &errOut, []string{logPath, filepath.Join(filepath.Dir(logPath), "00000000000000000099.log")}, DumpOptions{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, record.ErrCorrupt)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Contains(t, out.String(), "Found 40 invalid bytes at the end of 00000000000000000000.log")
+	assert.Contains(t, errOut.String(), fmt.Sprintf("position %d", st.Size()))
 }

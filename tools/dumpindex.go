@@ -120,12 +120,12 @@ func lookupPos(entries []offsetEntry, target int64) int64 {
 func (d *dumper) dumpIndex(path string) {
 	base, err := fileBase(path)
 	if err != nil {
-		d.fail("dump: %s: index name is not an offset: %v", path, err)
+		d.fail("dump: %s: index name is not an offset: %w", path, err)
 		return
 	}
 	entries, size, err := readOffsetIndex(d.fs, path, base, false)
 	if err != nil {
-		d.fail("dump: %v", err)
+		d.fail("dump: %w", err)
 		return
 	}
 	if size/offsetEntrySize == 0 {
@@ -180,7 +180,7 @@ func (d *dumper) dumpIndex(path string) {
 
 func (d *dumper) sanity(path string, check func() error) {
 	if err := check(); err != nil {
-		d.fail("dump: %s failed sanity check: %v", path, err)
+		d.fail("dump: %s failed sanity check: %w", path, err)
 		return
 	}
 	if d.opts.JSON {
@@ -197,12 +197,12 @@ func (d *dumper) sanity(path string, check func() error) {
 func (d *dumper) dumpTimeIndex(path string) {
 	base, err := fileBase(path)
 	if err != nil {
-		d.fail("dump: %s: index name is not an offset: %v", path, err)
+		d.fail("dump: %s: index name is not an offset: %w", path, err)
 		return
 	}
 	entries, size, err := readTimeIndex(d.fs, path, base, false)
 	if err != nil {
-		d.fail("dump: %v", err)
+		d.fail("dump: %w", err)
 		return
 	}
 	if d.opts.IndexSanityCheck {
@@ -256,7 +256,7 @@ func (d *dumper) dumpTimeIndex(path string) {
 			maxTs := int64(-1)
 			recs, err = found.Records(recs[:0])
 			if err != nil {
-				d.fail("dump: %s: batch at offset %d: %v", sibling(path, ".log"), found.LastOffset(), err)
+				d.fail("dump: %s: batch at offset %d: %w", sibling(path, ".log"), found.LastOffset(), err)
 			}
 			for _, r := range recs {
 				maxTs = max(maxTs, r.Timestamp)
@@ -286,7 +286,7 @@ func (d *dumper) dumpTimeIndex(path string) {
 func (d *dumper) dumpTxnIndex(path string) {
 	x, err := index.OpenTxnIndex(d.fs, path)
 	if err != nil {
-		d.fail("dump: %v", err)
+		d.fail("dump: %w", err)
 		return
 	}
 	defer x.Close()
@@ -316,7 +316,7 @@ func (d *dumper) dumpSnapshot(path string) {
 	_, err := f.ReadAt(data, 0)
 	_ = f.Close()
 	if err != nil && !errors.Is(err, io.EOF) {
-		d.fail("dump: %s: %v", path, err)
+		d.fail("dump: %s: %w", path, err)
 		return
 	}
 	entries, err := ParseProducerSnapshot(data)
