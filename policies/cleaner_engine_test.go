@@ -438,3 +438,38 @@ func TestCleanerLeavesUnchangedSegments(t *testing.T) {
 	assert.Equal(t, before[1:len(before)-1], after[1:len(before)-1], "untouched segments kept as they were")
 	assert.Less(t, after[0].Size, before[0].Size)
 }
+
+// TestCleanerRebuildKeepsLogAppendTimeAndCodec: a partly kept lz4 batch of
+// a LogAppendTime topic is rebuilt with the same codec, timestamp type and
+// max timestamp.
+func TestCleanerRebuildKeepsLogAppendTimeAndCodec(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact", "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
+	})
+	p := createPartition(t, d, "lat", nil)
+	appendRecs(t, p, kv("a", "1"), kv("b", "1"), kv("c", "1")) // 0-2
+	before := batchAt(t, p, 0)
+	require.True(t, before.LogAppendTime())
+	clk.Advance(time.Minute)
+	appendRecs(t, p, kv("b", "2")) // 3
+	require.NoError(t, p.Roll())
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	run, err := s.CleanPartition(p, true)
+	require.NoError(t, err)
+	require.NotNil(t, run)
+	assert.Equal(t, int64(1), run.BatchesRebuilt)
+	b := batchAt(t, p, 0)
+	require.NoError(t, b.Verify())
+	assert.Equal(t, record.LZ4, b.Codec())
+	assert.True(t, b.LogAppendTime())
+	assert.Equal(t, before.MaxTimestamp, b.MaxTimestamp)
+	assert.Equal(t, int64(0), b.BaseOffset)
+	assert.Equal(t, int64(2), b.LastOffset())
+	recs, err := b.Records(nil)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.Equal(t, int64(2), recs[1].Offset)
+	assert.Equal(t, before.MaxTimestamp, recs[0].Timestamp)
+}
