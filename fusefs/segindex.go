@@ -3,6 +3,7 @@ package fusefs
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -64,13 +65,18 @@ type segIndex struct {
 		cps     []checkpoint // cps[0] is {0, 0}
 		scanned int64        // file position: every batch below it is indexed
 		rlen    int64        // rendered bytes of the batches below scanned
+		// bad is the corruption found at scanned: the index (and every
+		// view) ends there, and reading up to it fails with it (EIO).
+		bad error
 	}
 }
 
 // extend indexes the batches of the segment up to file position limit
 // (a committed size of the segment) and returns the indexed file position
-// and the rendered length up to it.
-func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log logFunc) (scanned, rlen int64, err error) {
+// and the rendered length up to it. Corruption stops the index for good: it
+// is returned as bad (and logged once, with the segment and position); err
+// is only for a cancelled ctx.
+func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log logFunc) (scanned, rlen int64, bad, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.mu.cps == nil {
@@ -81,20 +87,19 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		out  []byte
 		recs []record.Record
 	)
-	for x.mu.scanned < limit {
+	for x.mu.scanned < limit && x.mu.bad == nil {
 		if err := ctx.Err(); err != nil {
-			return x.mu.scanned, x.mu.rlen, err
+			return x.mu.scanned, x.mu.rlen, nil, err
 		}
 		b, err := x.key.seg.ReadBatch(x.mu.scanned, buf)
-		if err != nil {
-			log(x.key.seg, x.mu.scanned, err)
-			return x.mu.scanned, x.mu.rlen, err
+		if err == nil {
+			buf = b.Raw[:cap(b.Raw)]
+			out, recs, err = renderBatch(out[:0], &b, x.key.format, ab, recs)
 		}
-		buf = b.Raw[:cap(b.Raw)]
-		out, recs, err = renderBatch(out[:0], &b, x.key.format, ab, recs)
 		if err != nil {
 			log(x.key.seg, x.mu.scanned, err)
-			return x.mu.scanned, x.mu.rlen, err
+			x.mu.bad = fmt.Errorf("%w: %s position %d: %w", engine.ErrCorrupt, x.key.seg.LogPath(), x.mu.scanned, err)
+			break
 		}
 		last := x.mu.cps[len(x.mu.cps)-1]
 		if x.mu.rlen-last.rpos >= checkpointInterval {
@@ -103,7 +108,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		x.mu.scanned += int64(b.Size())
 		x.mu.rlen += int64(len(out))
 	}
-	return x.mu.scanned, x.mu.rlen, nil
+	return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
 }
 
 // locate returns the last checkpoint at or before rendered position rel.
@@ -131,9 +136,12 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		return 0, err
 	}
 	x.mu.Lock()
-	cps, scanned, rlen := x.mu.cps, x.mu.scanned, x.mu.rlen
+	cps, scanned, rlen, bad := x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.bad
 	x.mu.Unlock()
 	if fpos >= scanned {
+		if bad != nil && fpos > scanned {
+			return 0, bad // from lies past corruption the index cannot cross
+		}
 		return rlen, nil
 	}
 	i := sort.Search(len(cps), func(i int) bool { return cps[i].fpos > fpos })

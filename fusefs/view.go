@@ -205,7 +205,13 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	v.mu.opens++
 	fl := uint32(0)
-	if keep {
+	switch {
+	case v.mu.st.corrupt():
+		// The reader must see the good bytes and then EIO. Through the
+		// page cache a short read would look like the end of the file
+		// (the kernel zero-fills and shrinks its size), so bypass it.
+		fl = fuse.FOPEN_DIRECT_IO
+	case keep:
 		fl = fuse.FOPEN_KEEP_CACHE
 	}
 	return &viewHandle{}, fl, 0

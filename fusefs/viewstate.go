@@ -20,6 +20,7 @@ type heldSeg struct {
 	limit  int64 // file bytes of the segment the view shows
 	rstart int64 // view position of the segment's first shown byte
 	rlen   int64 // rendered bytes shown (below limit, after skip)
+	bad    error // corruption at limit: reading past the shown bytes fails
 }
 
 // viewState is the content of an open view: the segments it started with
@@ -97,14 +98,15 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 			h.rstart = prev.rstart + prev.rlen
 		}
 		size := h.key.seg.Size()
-		if size <= h.limit && h.skip >= 0 {
+		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
 		x := st.ps.fsys.cache.get(h.key)
-		scanned, rlen, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
+		scanned, rlen, bad, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
 		if err != nil {
 			return err
 		}
+		h.bad = bad
 		if h.skip < 0 {
 			h.skip = 0
 			if h.from >= 0 {
@@ -177,6 +179,18 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	return oldSize, st.mu.size, err
 }
 
+// corrupt reports whether a held segment has corruption the view stops at.
+func (st *viewState) corrupt() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, h := range st.mu.segs {
+		if h.bad != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // size is the rendered length the view shows now.
 func (st *viewState) size() int64 {
 	st.mu.Lock()
@@ -208,19 +222,26 @@ func (st *viewState) release() {
 	}
 }
 
-// find returns the held segment holding view position pos (< size).
-func (st *viewState) find(pos int64) (heldSeg, int, bool) {
+// find returns the held segment holding view position pos (< size). At the
+// position where a corrupt segment's shown bytes end it returns that
+// corruption instead, so a reader never skips silently past it.
+func (st *viewState) find(pos int64) (heldSeg, int, bool, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if pos >= st.mu.size || st.mu.released {
-		return heldSeg{}, 0, false
+	if st.mu.released {
+		return heldSeg{}, 0, false, nil
 	}
 	segs := st.mu.segs
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].rstart+segs[i].rlen > pos })
-	if i == len(segs) {
-		return heldSeg{}, 0, false
+	for j := i - 1; j >= 0 && segs[j].rstart+segs[j].rlen == pos; j-- {
+		if segs[j].bad != nil {
+			return heldSeg{}, 0, false, segs[j].bad
+		}
 	}
-	return segs[i], i, true
+	if pos >= st.mu.size || i == len(segs) {
+		return heldSeg{}, 0, false, nil
+	}
+	return segs[i], i, true, nil
 }
 
 func (st *viewState) abSet() *abortedSet {
@@ -272,7 +293,21 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 		}
 		// Render forward from the cursor.
 		if c.fpos >= c.h.limit {
-			h, i, ok := st.find(pos)
+			if c.h.bad != nil {
+				// A sequential reader reached corruption: it fails here
+				// rather than skip to the next segment.
+				if n > 0 {
+					return n, nil
+				}
+				return 0, c.h.bad
+			}
+			h, i, ok, err := st.find(pos)
+			if err != nil {
+				if n > 0 {
+					return n, nil
+				}
+				return 0, err
+			}
 			if !ok {
 				break
 			}
@@ -312,12 +347,16 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 // seek moves c to the checkpoint at or before view position pos; false at
 // the end of the view or on an error (kept in c.err).
 func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
-	h, i, ok := st.find(pos)
+	h, i, ok, err := st.find(pos)
+	if err != nil {
+		c.err = err
+		return false
+	}
 	if !ok {
 		return false
 	}
 	x := st.ps.fsys.cache.get(h.key)
-	if _, _, err := x.extend(ctx, h.limit, st.abSet(), st.ps.logCorrupt); err != nil {
+	if _, _, _, err := x.extend(ctx, h.limit, st.abSet(), st.ps.logCorrupt); err != nil {
 		c.err = err
 		return false
 	}
