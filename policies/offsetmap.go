@@ -1,12 +1,10 @@
 package policies
 
-import (
-	"crypto/md5"
-	"encoding/binary"
-)
+import "hash/maphash"
 
-// OffsetMap maps the MD5 hash of a record key to the latest offset seen for
-// that key, in a fixed amount of memory, like Kafka's SkimpyOffsetMap. It is
+// OffsetMap maps a 128-bit hash of a record key to the latest offset seen
+// for that key, in a fixed amount of memory, like Kafka's SkimpyOffsetMap
+// (which uses MD5; see hashKey). It is
 // the only structure of the cleaner whose size grows with the number of keys,
 // and it never grows past the memory it was created with.
 //
@@ -16,7 +14,7 @@ import (
 //	| hash[0:8]  uint64   | hash[8:16] uint64   | offset int64       |
 //	+---------------------+---------------------+--------------------+
 //
-// An all-zero hash marks an empty slot (a real all-zero MD5 is stored as
+// An all-zero hash marks an empty slot (a real all-zero hash is stored as
 // hash[8:16] = 1; a collision of that kind costs one key's dedup at worst, as
 // any hash collision does). Collisions resolve by linear probing. The map
 // accepts new keys until Len reaches LoadFactor × Slots; Full reports that,
@@ -28,6 +26,8 @@ type OffsetMap struct {
 	n      int   // occupied slots
 	max    int   // desired maximum entries (LoadFactor × len(slots))
 	latest int64 // largest offset put or passed to UpdateLatestOffset; -1 none
+
+	seed1, seed2 maphash.Seed // the key hash's two halves
 }
 
 type offsetSlot struct {
@@ -51,7 +51,7 @@ func NewOffsetMap(memory int64) *OffsetMap {
 	if n < 2 {
 		n = 2
 	}
-	m := &OffsetMap{slots: make([]offsetSlot, n)}
+	m := &OffsetMap{slots: make([]offsetSlot, n), seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
 	m.ResetFor(-1)
 	return m
 }
@@ -110,10 +110,14 @@ func (m *OffsetMap) ResetFor(keys int64) {
 	m.latest = -1
 }
 
-func hashKey(key []byte) (uint64, uint64) {
-	sum := md5.Sum(key)
-	h1 := binary.BigEndian.Uint64(sum[0:8])
-	h2 := binary.BigEndian.Uint64(sum[8:16])
+// hashKey returns the 128-bit key hash: two 64-bit halves from independent
+// seeded hashes. Collisions between distinct keys happen with probability
+// about n²/2¹²⁹ for n keys, as with MD5 (Kafka's choice), at a tenth of the
+// cost; and since the seeds are random per map, keys cannot be crafted to
+// collide, as MD5's can.
+func (m *OffsetMap) hashKey(key []byte) (uint64, uint64) {
+	h1 := maphash.Bytes(m.seed1, key)
+	h2 := maphash.Bytes(m.seed2, key)
 	if h1 == 0 && h2 == 0 {
 		h2 = 1
 	}
@@ -123,7 +127,7 @@ func hashKey(key []byte) (uint64, uint64) {
 // Put records offset as the latest offset of key. It returns false, storing
 // nothing, when key is new and the map is Full.
 func (m *OffsetMap) Put(key []byte, offset int64) bool {
-	h1, h2 := hashKey(key)
+	h1, h2 := m.hashKey(key)
 	n := uint64(len(m.slots))
 	for i := h1 % n; ; i++ {
 		if i == n {
@@ -149,7 +153,7 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 
 // Get returns the latest offset recorded for key, or -1 if none.
 func (m *OffsetMap) Get(key []byte) int64 {
-	h1, h2 := hashKey(key)
+	h1, h2 := m.hashKey(key)
 	n := uint64(len(m.slots))
 	for i, probes := h1%n, uint64(0); probes < n; i, probes = i+1, probes+1 {
 		if i == n {

@@ -30,7 +30,7 @@ func TestOffsetMapPutGet(t *testing.T) {
 	m.UpdateLatestOffset(10)
 	assert.Equal(t, int64(10), m.LatestOffset())
 
-	// The empty key and a null key hash alike (MD5 of nothing); the cleaner
+	// The empty key and a null key hash alike (a hash of nothing); the cleaner
 	// never puts a null key.
 	require.True(t, m.Put([]byte{}, 11))
 	assert.Equal(t, int64(11), m.Get([]byte{}))
