@@ -211,7 +211,8 @@ func (s *Scheduler) noteErr(p *engine.Partition, what string, err error) {
 // (flush.ms) and purging .deleted files past file.delete.delay.ms.
 func (s *Scheduler) housekeeping(force bool) error {
 	var errs []error
-	for _, p := range s.d.Partitions() {
+	parts := s.d.Partitions()
+	for _, p := range parts {
 		if s.ctx.Err() != nil && !force {
 			return nil
 		}
@@ -219,7 +220,24 @@ func (s *Scheduler) housekeeping(force bool) error {
 			errs = append(errs, err)
 		}
 	}
+	s.prune(parts)
 	return errors.Join(errs...)
+}
+
+// prune forgets the state of partitions that no longer exist (deleted
+// topics), so the scheduler's memory follows the partition count.
+func (s *Scheduler) prune(live []*engine.Partition) {
+	alive := make(map[*engine.Partition]bool, len(live))
+	for _, p := range live {
+		alive[p] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tp, st := range s.mu.parts {
+		if !alive[st.p] && !st.cleaning {
+			delete(s.mu.parts, tp)
+		}
+	}
 }
 
 func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {

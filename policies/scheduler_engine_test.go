@@ -155,6 +155,17 @@ func TestSchedulerUnknownPartition(t *testing.T) {
 	assert.Equal(t, "known", st.Topic)
 	assert.Equal(t, "delete", st.CleanupPolicy)
 	assert.NotEmpty(t, st.Explanations)
+
+	// A deleted topic's state is forgotten at the next pass.
+	require.NoError(t, s.RunRetention())
+	require.NoError(t, d.DeleteTopic("known"))
+	require.NoError(t, s.RunRetention())
+	s.mu.Lock()
+	n := len(s.mu.parts)
+	s.mu.Unlock()
+	assert.Zero(t, n)
+	_, ok = s.Lookup("known", 0)
+	assert.False(t, ok)
 }
 
 // TestSchedulerSoak runs a started scheduler (retention and compaction on a
