@@ -170,6 +170,9 @@ type appendHandle struct {
 	err     error // from a background (linger) append; returned by the next call
 	// skipping is set while the rest of a too-long line arrives.
 	skipping bool
+	// broken is set when a write failed after a line was begun: the begun
+	// line is dropped at close unless a later write completes it.
+	broken bool
 	touched  map[int]partitionLog // appended to since open (fsync flushes them)
 	written  map[int]partitionLog // appended to since the last close
 }
@@ -215,6 +218,9 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.takeErr(); err != nil {
+		// A background append failed: this write is refused, and a line
+		// begun earlier cannot be completed by it.
+		h.broken = h.broken || len(h.split.partial) > 0
 		return 0, h.fsys.errno("write", err)
 	}
 	if h.skipping {
@@ -263,9 +269,19 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		}
 		recs = append(recs, r)
 	}
+	prev := h.split.partial
 	h.split.set(tail)
 	if err := h.add(recs); err != nil {
+		// The write failed (disk full, ...): keep the framing as it was
+		// before it, so a retry of the same bytes continues the line. If a
+		// line was begun by an earlier write, it is incomplete now and must
+		// not become a record at close.
+		h.split.set(prev)
+		h.broken = len(prev) > 0
 		return 0, h.fsys.errno("write", err)
+	}
+	if len(lines) > 0 {
+		h.broken = false // the begun line was completed
 	}
 	return uint32(len(data)), 0
 }
@@ -320,7 +336,7 @@ func (h *appendHandle) add(recs []record.Record) error {
 // appendBatch appends b's records to its partition. The caller holds h.mu.
 func (h *appendHandle) appendBatch(id int, b *pendingBatch) error {
 	delete(h.pending, id)
-	if id == h.sticky%max(len(h.topic.Partitions()), 1) && h.fixed < 0 {
+	if h.fixed < 0 && id == h.sticky%max(len(h.topic.Partitions()), 1) {
 		h.sticky++ // keyless records move on to the next partition
 	}
 	if h.touched == nil {
@@ -372,7 +388,12 @@ func (h *appendHandle) flush() syscall.Errno {
 	defer h.mu.Unlock()
 	var err error
 	h.skipping = false
-	if tail := h.split.take(); len(tail) > 0 {
+	if tail := h.split.take(); h.broken {
+		// The rest of this line was in a write that failed: a torn line
+		// is not a record.
+		h.broken = false
+		h.fsys.log.Warn("fusefs: dropping an incomplete line after a failed write", "bytes", len(tail))
+	} else if len(tail) > 0 {
 		r, perr := h.parse(tail)
 		switch {
 		case perr != nil:
