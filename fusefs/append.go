@@ -172,9 +172,9 @@ type appendHandle struct {
 	skipping bool
 	// broken is set when a write failed after a line was begun: the begun
 	// line is dropped at close unless a later write completes it.
-	broken bool
-	touched  map[int]partitionLog // appended to since open (fsync flushes them)
-	written  map[int]partitionLog // appended to since the last close
+	broken  bool
+	touched map[int]partitionLog // appended to since open (fsync flushes them)
+	written map[int]partitionLog // appended to since the last close
 }
 
 // recordSize is the exact size of r alone in an uncompressed v2 batch.
