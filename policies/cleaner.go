@@ -16,6 +16,10 @@ import (
 // matters: a stop, a racing retention (engine.ErrConflict), a closed log.
 var errAbandoned = errors.New("policies: cleaning abandoned")
 
+// errOpenTxn reports a cleaning that could not start: a transaction with
+// no COMMIT or ABORT marker yet begins at the first dirty offset.
+var errOpenTxn = errors.New("policies: transaction open at the first dirty offset")
+
 // errMapTooSmall reports a dedupe buffer that cannot map even one record
 // past the dirty offset.
 var errMapTooSmall = errors.New("policies: log.cleaner.dedupe.buffer.size too small to make progress")
@@ -149,8 +153,8 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 			limit = open
 			r.run.OpenTxnOffset = open
 			if limit <= cl.FirstDirty {
-				r.logger.Debug("not cleaned: a transaction is open at the first dirty offset", "offset", open)
-				return nil, nil
+				finish(fmt.Sprintf("skipped: a transaction is open at offset %d, the first dirty offset", open))
+				return r.run, errOpenTxn
 			}
 			m.ResetFor(limit - cl.FirstDirty)
 		}

@@ -79,6 +79,7 @@ type partState struct {
 	// cleaner leaves the log alone until then, instead of failing every
 	// tick (Kafka marks such a log uncleanable until restart).
 	cleanAfter time.Time
+	cleanWhy   string // why it waits until cleanAfter
 }
 
 // cleanerBackoff is how long a log whose cleaning failed is skipped.
@@ -402,6 +403,15 @@ func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRu
 	return s.runClean(chosen, force)
 }
 
+// backOff makes the cleaner leave p alone for cleanerBackoff, for why.
+func (s *Scheduler) backOff(p *engine.Partition, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stateLocked(p)
+	st.cleanAfter = s.now().Add(cleanerBackoff)
+	st.cleanWhy = why
+}
+
 // backingOff reports whether p's last cleaning failed less than
 // cleanerBackoff ago.
 func (s *Scheduler) backingOff(p *engine.Partition, now time.Time) bool {
@@ -441,20 +451,22 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 		if err == nil {
 			st.cleanings++
 			st.last = run
-		} else if st.last == nil || !errors.Is(err, errAbandoned) {
+			st.cleanAfter, st.cleanWhy = time.Time{}, ""
+		} else if st.last == nil || !errors.Is(err, errAbandoned) && !errors.Is(err, errOpenTxn) {
 			st.last = run
 		}
 	}
 	s.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, errAbandoned) {
-			s.log.Info("cleaning abandoned", "topic", p.Topic(), "partition", p.ID(), "why", err)
-		} else {
-			s.noteErr(p, "clean", err)
-			s.mu.Lock()
-			s.stateLocked(p).cleanAfter = s.now().Add(cleanerBackoff)
-			s.mu.Unlock()
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, errAbandoned):
+		s.log.Info("cleaning abandoned", "topic", p.Topic(), "partition", p.ID(), "why", err)
+	case errors.Is(err, errOpenTxn):
+		s.log.Info("cleaning skipped", "topic", p.Topic(), "partition", p.ID(), "why", run.Outcome)
+		s.backOff(p, fmt.Sprintf("a transaction is open at offset %d (no COMMIT or ABORT marker yet)", run.OpenTxnOffset))
+	default:
+		s.noteErr(p, "clean", err)
+		s.backOff(p, "the last cleaning failed ("+err.Error()+")")
 	}
 	return run, err
 }
@@ -508,14 +520,14 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 		out.LastCleaning = &run
 	}
 	cleaning := st.cleaning
-	cleanAfter := st.cleanAfter
+	cleanAfter, cleanWhy := st.cleanAfter, st.cleanWhy
 	s.mu.Unlock()
 
 	out.RetentionExplanation = ExplainRetention(segs, cfg, logStart, now)
 	why := ExplainCleaner(c, cfg, out.LastCleaning, cleaning, now)
 	if now.Before(cleanAfter) && HasPolicy(cfg.CleanupPolicy, "compact") {
-		why = append([]string{fmt.Sprintf("not cleaned: the last cleaning failed (%s); the cleaner retries after %s",
-			out.LastError, cleanAfter.UTC().Format(time.RFC3339))}, why...)
+		why = append([]string{fmt.Sprintf("not cleaned: %s; the cleaner looks again after %s",
+			cleanWhy, cleanAfter.UTC().Format(time.RFC3339))}, why...)
 	}
 	out.CleanerExplanation = why[0]
 	out.Explanations = append([]string{out.RetentionExplanation}, why...)

@@ -298,7 +298,7 @@ func TestCleanerCorruptSegmentBacksOff(t *testing.T) {
 	assert.Equal(t, int64(-1), p.FirstDirtyOffset())
 	st := s.State("bad", 0)
 	assert.Contains(t, st.LastError, "clean")
-	assert.Contains(t, st.CleanerExplanation, "the last cleaning failed")
+	assert.Contains(t, st.CleanerExplanation, "not cleaned: the last cleaning failed")
 
 	runs, err = s.RunCleaner()
 	require.NoError(t, err)

@@ -127,6 +127,15 @@ func TestCleanerOpenTransaction(t *testing.T) {
 	assert.Equal(t, []int64{1, 2, 3, 4, 5}, offs, "k1@1 kept: k1@2 may abort; k2 not cleaned yet")
 	assert.Contains(t, fmt.Sprint(s.State("open", 0).Explanations), "transaction is still open")
 
+	// Now the open transaction sits at the first dirty offset: nothing can
+	// be cleaned, and the scheduler leaves the log alone for a while.
+	_, err = s.CleanPartition(p, true)
+	require.ErrorIs(t, err, errOpenTxn)
+	runs, err := s.RunCleaner()
+	require.NoError(t, err)
+	assert.Empty(t, runs)
+	assert.Contains(t, s.State("open", 0).CleanerExplanation, "a transaction is open at offset 2")
+
 	// The transaction aborts: its batch goes, k1@1 stays.
 	appendMarker(t, p, 9, controlAbort) // 6
 	require.NoError(t, p.Roll())
