@@ -4,4 +4,4 @@ package policies
 
 // defaultCleanerKeys is smaller under the race detector, which slows the
 // appends and the cleaning several times over.
-const defaultCleanerKeys = 200_000
+const defaultCleanerKeys = 150_000
