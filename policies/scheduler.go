@@ -173,7 +173,6 @@ func (s *Scheduler) cleanerLoop() {
 			return
 		case <-t.C:
 		}
-		// Clean while there is work, then wait for the next tick.
 		// Clean while there is work; after nothing to do, an error (logged)
 		// or an abandoned run, wait for the next tick.
 		for s.ctx.Err() == nil {
@@ -185,7 +184,7 @@ func (s *Scheduler) cleanerLoop() {
 	}
 }
 
-// state returns (creating) the state of p; s.mu must be held.
+// stateLocked returns (creating) the state of p; s.mu must be held.
 func (s *Scheduler) stateLocked(p *engine.Partition) *partState {
 	tp := engine.TopicPartition{Topic: p.Topic(), Partition: p.ID()}
 	st := s.mu.parts[tp]
