@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -873,4 +875,34 @@ func TestReplaceSegmentsErrors(t *testing.T) {
 		checkIndexes(t, p2)
 		require.NoError(t, p2.Close())
 	}
+}
+
+// TestRecoveryLogsProgress: a long recovery reports its progress.
+func TestRecoveryLogsProgress(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig()
+	cfg.SegmentBytes = 300
+	fillPartition(t, fs, "/d/t-0", cfg, 120) // one batch per segment
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	p := openTest(t, fs, "/d/t-0", cfg, func(o *PartitionOptions) { o.Logger = logger })
+	defer p.Close()
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	assert.Contains(t, out, "recovering partition")
+	assert.Contains(t, out, "segments=50")
+	assert.Contains(t, out, "recovered partition")
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
