@@ -176,6 +176,31 @@ func TestMountSigtermWithOpenFiles(t *testing.T) {
 	assert.Contains(t, m.Stderr(), "topicfs: unmounted")
 }
 
+// TestMountSecondSignalForcesExit: while a clean shutdown waits for an open
+// file, a second SIGTERM exits at once (1), leaves no mount behind, and the
+// next mount recovers every record.
+func TestMountSecondSignalForcesExit(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	m.Sh(t, `mkdir "$MNT/hurry" && seq 1 50 > "$MNT/hurry/append"`)
+	tail := exec.Command("tail", "-f", m.Path("hurry", "0", "records"))
+	out, err := tail.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, tail.Start())
+	t.Cleanup(func() { _ = tail.Process.Kill(); _ = tail.Wait() })
+	_, err = bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+
+	require.NoError(t, m.Cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return strings.Contains(m.Stderr(), "unmounting") }, harnessDeadline, 10*time.Millisecond)
+	require.NoError(t, m.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 1, m.Wait())
+	assert.Contains(t, m.Stderr(), "terminated again: exiting without a clean shutdown")
+	assert.False(t, isMounted(m.Dir), "the forced exit detaches the mount")
+
+	m.Remount()
+	assert.Equal(t, "50\n", m.Sh(t, `wc -l < "$MNT/hurry/0/records"`))
+}
+
 func TestMountExitsOnExternalUmount(t *testing.T) {
 	m := startMount(t, mountOpts{})
 	m.Sh(t, `mkdir "$MNT/x"`)

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // readyPrefix starts the line topicfs mount prints on stderr once the file
@@ -128,6 +130,8 @@ type mountProc struct {
 	Data string    // data directory
 	Cmd  *exec.Cmd // the current process; replaced by Remount
 
+	fuseConn int // /sys/fs/fuse/connections/N of the current mount; 0 unknown
+
 	stderr *lockedBuffer
 	done   chan struct{} // closed when Cmd has been waited for
 	err    error         // Cmd.Wait's result, valid after done
@@ -209,10 +213,12 @@ func (m *mountProc) start(bin string) {
 	}
 	select {
 	case <-m.ready:
+		m.fuseConn = fuseConnection(m.Dir)
 	case <-m.done:
 		t.Fatalf("topicfs mount exited before it was ready: %v\nstderr:\n%s", m.err, m.Stderr())
 	case <-time.After(harnessDeadline):
-		t.Fatalf("topicfs mount not ready after %v\nstderr:\n%s", harnessDeadline, m.Stderr())
+		stacks := m.forceExit()
+		t.Fatalf("topicfs mount not ready after %v; its threads were in:\n%s\nstderr:\n%s", harnessDeadline, stacks, m.Stderr())
 	}
 }
 
@@ -234,16 +240,43 @@ func (m *mountProc) Running() bool {
 	}
 }
 
-// Wait waits for the current process to exit (bounded by harnessDeadline) and
-// returns its exit code.
+// Wait waits for the current process to exit and returns its exit code. A
+// process that does not exit within harnessDeadline is a hang: Wait records
+// its threads' kernel stacks, SIGKILLs it, aborts its FUSE connection if a
+// thread is stuck in the kernel (a killed process cannot exit while one of
+// its threads waits on FUSE), fails the test and returns -1.
 func (m *mountProc) Wait() int {
 	m.t.Helper()
 	select {
 	case <-m.done:
+		return exitCode(m.err)
 	case <-time.After(harnessDeadline):
-		m.t.Fatalf("topicfs mount did not exit within %v\nstderr:\n%s", harnessDeadline, m.Stderr())
 	}
-	return exitCode(m.err)
+	stacks := m.forceExit()
+	m.t.Errorf("topicfs mount did not exit within %v; its threads were in:\n%s\nstderr:\n%s", harnessDeadline, stacks, m.Stderr())
+	return -1
+}
+
+// forceExit ends a hung process: SIGKILL, then, if it still has not exited
+// (threads in uninterruptible FUSE waits), an abort of its FUSE connection.
+// It returns the kernel stacks its threads were in before.
+func (m *mountProc) forceExit() string {
+	stacks := kernelStacks(m.Cmd.Process.Pid)
+	_ = m.Cmd.Process.Kill()
+	select {
+	case <-m.done:
+		return stacks
+	case <-time.After(5 * time.Second):
+	}
+	if err := abortFUSEConnection(m.fuseConn); err != nil {
+		m.t.Logf("aborting FUSE connection %d: %v", m.fuseConn, err)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(harnessDeadline):
+		m.t.Errorf("topicfs mount (pid %d) survives SIGKILL and a FUSE abort", m.Cmd.Process.Pid)
+	}
+	return stacks
 }
 
 // Stop sends SIGTERM, waits for the process and fails the test unless it
@@ -297,12 +330,7 @@ func (m *mountProc) cleanup() {
 	}
 	if m.Running() {
 		_ = m.Cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-m.done:
-		case <-time.After(harnessDeadline):
-			_ = m.Cmd.Process.Kill()
-			<-m.done
-		}
+		m.Wait()
 	}
 	if isMounted(m.Dir) {
 		lazyUnmount(m.Dir)
@@ -384,6 +412,62 @@ func lazyUnmount(dir string) {
 			_ = exec.Command("umount", "-l", dir).Run()
 		}
 	}
+}
+
+// fuseConnection returns the FUSE connection number of the mount at dir:
+// the minor number of its device, as /sys/fs/fuse/connections names it.
+func fuseConnection(dir string) int {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return int(unix.Minor(st.Dev))
+}
+
+// abortFUSEConnection aborts FUSE connection n through fusectl (mounting
+// fusectl on /sys/fs/fuse/connections if needed): every request waiting on
+// it fails at once, so a process stuck in the kernel on it can exit.
+func abortFUSEConnection(n int) error {
+	if n <= 0 {
+		return errors.New("connection unknown")
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	if !isMounted(ctl) {
+		if err := syscall.Mount("none", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("mount fusectl: %w", err)
+		}
+	}
+	return os.WriteFile(filepath.Join(ctl, strconv.Itoa(n), "abort"), []byte("1"), 0)
+}
+
+// kernelStacks describes where each thread of pid is blocked: state, wait
+// channel and kernel stack (the stack needs root; it is empty otherwise).
+func kernelStacks(pid int) string {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, task := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s", pid, task.Name())
+		stat, _ := os.ReadFile(dir + "/stat")
+		wchan, _ := os.ReadFile(dir + "/wchan")
+		state := "?"
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		if state == "S" && string(wchan) != "request_wait_answer" {
+			continue // ordinary sleepers (futex, epoll) say nothing
+		}
+		fmt.Fprintf(&b, "thread %s state %s wchan %s\n", task.Name(), state, wchan)
+		if stack, err := os.ReadFile(dir + "/stack"); err == nil {
+			b.Write(stack)
+		}
+	}
+	if b.Len() == 0 {
+		return "(no thread blocked in the kernel)"
+	}
+	return b.String()
 }
 
 func exitCode(err error) int {

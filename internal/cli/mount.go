@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/vfs"
 	"github.com/topicfs/topicfs/fusefs"
@@ -20,6 +22,11 @@ import (
 // unmountDeadline bounds how long shutdown waits for open files on a lazily
 // detached mount to be closed before it closes the log directory anyway.
 const unmountDeadline = 3 * time.Second
+
+// shutdownDeadline bounds a whole clean shutdown (unmount, stopping the
+// cleaner, flush, checkpoint); past it topicfs aborts its FUSE connection and
+// exits 1 rather than hang.
+const shutdownDeadline = 60 * time.Second
 
 func init() {
 	register(&command{
@@ -188,22 +195,42 @@ func runMount(o *mountOptions, args []string, e *env) int {
 
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
+	// The connection number lets a stuck shutdown abort the mount (fusectl);
+	// read it now, while the server surely answers.
+	conn := fuseConnection(mnt)
 
 	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s)\n", mnt, dataDir)
 	sdNotify("READY=1")
+
+	// forceExit ends the process when a clean shutdown cannot finish: it
+	// aborts the FUSE connection first, since a thread blocked in the kernel
+	// on this mount would keep even os.Exit from ending the process.
+	forceExit := func(why string) {
+		fmt.Fprintf(e.stderr, "topicfs: %s: exiting without a clean shutdown (the next mount recovers)\n", why)
+		if err := abortFUSE(conn); err != nil {
+			logger.Warn("aborting the FUSE connection", "connection", conn, "err", err)
+		}
+		_ = unix.Unmount(mnt, unix.MNT_DETACH)
+		os.Exit(exitFail)
+	}
 
 	select {
 	case sig := <-sigs:
 		logger.Info("unmounting", "signal", sig.String(), "mountpoint", mnt)
 		go func() {
-			// A second signal while shutting down exits at once.
-			sig := <-sigs
-			fmt.Fprintf(e.stderr, "topicfs: %s again: exiting without a clean shutdown\n", sig)
-			os.Exit(exitFail)
+			// A second signal, or a shutdown that hangs, exits at once.
+			select {
+			case sig := <-sigs:
+				forceExit(sig.String() + " again")
+			case <-time.After(shutdownDeadline):
+				forceExit(fmt.Sprintf("shutdown still running after %v", shutdownDeadline))
+			}
 		}()
 		unmount(srv.Unmount, mnt, served, logger)
 	case <-served:
-		logger.Info("unmounted from outside (umount)", "mountpoint", mnt)
+		logger.Info("unmounted from outside (umount or connection abort)", "mountpoint", mnt)
+		// After an abort the dead mount stays until detached.
+		_ = unix.Unmount(mnt, unix.MNT_DETACH)
 	}
 
 	sdNotify("STOPPING=1")

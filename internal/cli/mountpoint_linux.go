@@ -161,3 +161,29 @@ func within(path, dir string) bool {
 	}
 	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../"))
 }
+
+// fuseConnection returns the FUSE connection number of the mount at dir (the
+// minor number of its device, as /sys/fs/fuse/connections names it), or 0.
+func fuseConnection(dir string) int {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	return int(unix.Minor(st.Dev))
+}
+
+// abortFUSE aborts FUSE connection n through fusectl, mounting fusectl on
+// /sys/fs/fuse/connections first if needed. Every request waiting on the
+// connection fails at once, which frees threads blocked in the kernel on it.
+func abortFUSE(n int) error {
+	if n <= 0 {
+		return errors.New("connection number unknown")
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	if _, ok := mountedAt(ctl); !ok {
+		if err := unix.Mount("none", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("mount fusectl on %s: %w", ctl, err)
+		}
+	}
+	return os.WriteFile(fmt.Sprintf("%s/%d/abort", ctl, n), []byte("1"), 0)
+}
