@@ -82,6 +82,10 @@ type partState struct {
 	cleanWhy   string // why it waits until cleanAfter
 }
 
+// initialRetentionDelay bounds the wait before a partition's first
+// retention check (Kafka's log.initial.task.delay.ms).
+const initialRetentionDelay = 30 * time.Second
+
 // cleanerBackoff is how long a log whose cleaning failed is skipped.
 const cleanerBackoff = 5 * time.Minute
 
@@ -190,8 +194,10 @@ func (s *Scheduler) stateLocked(p *engine.Partition) *partState {
 	st := s.mu.parts[tp]
 	if st == nil || st.p != p { // new, or the topic was deleted and recreated
 		now := s.now()
-		st = &partState{p: p, lastFlush: now,
-			nextRetention: now.Add(msDuration(p.Config().RetentionCheckIntervalMs))}
+		// The first check comes after Kafka's log.initial.task.delay.ms
+		// (30 s) at most, not a whole retention.check.interval.ms.
+		first := min(msDuration(p.Config().RetentionCheckIntervalMs), initialRetentionDelay)
+		st = &partState{p: p, lastFlush: now, nextRetention: now.Add(first)}
 		s.mu.parts[tp] = st
 	}
 	return st
