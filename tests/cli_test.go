@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -301,6 +302,40 @@ func TestMountHelper(t *testing.T) {
 	require.True(t, errors.As(err, &ee), "helper should fail: %s", out)
 	assert.Equal(t, 32, ee.ExitCode())
 	assert.Contains(t, string(out), "does not exist")
+}
+
+// TestMountNotifiesSystemd: under systemd (Type=notify) topicfs sends
+// READY=1 once mounted and STOPPING=1 when it shuts down.
+func TestMountNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	require.NoError(t, err)
+	defer conn.Close()
+	got := make(chan string, 4)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	m := startMount(t, mountOpts{Env: []string{"NOTIFY_SOCKET=" + sock}})
+	select {
+	case msg := <-got:
+		assert.Equal(t, "READY=1", msg)
+	case <-time.After(harnessDeadline):
+		t.Fatal("no READY=1 on NOTIFY_SOCKET")
+	}
+	m.Stop()
+	select {
+	case msg := <-got:
+		assert.Equal(t, "STOPPING=1", msg)
+	case <-time.After(harnessDeadline):
+		t.Fatal("no STOPPING=1 on NOTIFY_SOCKET")
+	}
 }
 
 var metricsLine = regexp.MustCompile(`topicfs: metrics on (http://\S+/metrics)`)
