@@ -155,7 +155,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 			DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
 		})
 		sched.Start()
-		state = schedulerState(sched)
+		state = sched.Lookup
 	}
 	closeEngine := func() {
 		if sched != nil {
@@ -280,11 +280,4 @@ func mountErr(err error) error {
 		return fmt.Errorf("%v (is the fuse kernel module loaded? modprobe fuse; /dev/fuse must exist)", err)
 	}
 	return err
-}
-
-// schedulerState adapts Scheduler.State to fusefs.Options.State.
-func schedulerState(s *policies.Scheduler) func(string, int) (policies.PartitionState, bool) {
-	return func(topic string, partition int) (policies.PartitionState, bool) {
-		return s.State(topic, partition), true
-	}
 }
