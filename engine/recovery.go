@@ -598,7 +598,9 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 			}
 		}
 	}
-	s.w.ib = ib
+	if active {
+		s.w.ib = ib // the writer continues from here
+	}
 	s.next.Store(next)
 	s.maxTs.Store(ib.maxTs)
 	if pos > 0 {
