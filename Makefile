@@ -30,8 +30,10 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) ./$$(dirname $$file) || exit 1; \
 	done
 
+# Go micro-benchmarks, then the end-to-end table (topicfs bench --quick).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	$(GO) run . bench --quick
 
 ci:
 	bash .ci/run
