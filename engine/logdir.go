@@ -242,7 +242,12 @@ func mkdirDurable(fsys vfs.FS, dir string) error {
 // load discovers and opens every partition. On error it closes what it opened.
 func (d *LogDir) load() error {
 	persisted, err := d.readTopicsFile()
-	if err != nil {
+	switch {
+	case err != nil && d.readOnly && errors.Is(err, ErrInvalidConfig):
+		// Nothing can be fixed read-only: show the data with default settings.
+		d.log.Warn("ignoring unreadable topic settings (topicfs check --repair sets the file aside)", "err", err)
+		persisted = map[string]map[string]string{}
+	case err != nil:
 		return err
 	}
 	d.persisted = persisted

@@ -770,3 +770,26 @@ func ExampleOpenLogDir() {
 	// orders-1/00000000000000000000.log
 	// orders-1/00000000000000000000.timeindex
 }
+
+func TestLogDirUnreadableTopicsFile(t *testing.T) {
+	mem := vfs.NewMem()
+	d, err := OpenLogDir(mem, "/data", ldOpts())
+	require.NoError(t, err)
+	_, err = d.CreateTopic("t", 1)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.NoError(t, vfs.WriteFileAtomic(mem, "/data/"+TopicsConfigFile, []byte(`{"version":1,`), 0o644))
+
+	_, err = OpenLogDir(mem, "/data", ldOpts())
+	require.ErrorIs(t, err, ErrInvalidConfig, "read-write refuses to run with settings it cannot read")
+	assert.Contains(t, err.Error(), TopicsConfigFile)
+
+	ro := ldOpts()
+	ro.ReadOnly = true
+	r, err := OpenLogDir(mem, "/data", ro)
+	require.NoError(t, err, "read-only shows the data with default settings")
+	tp, err := r.Topic("t")
+	require.NoError(t, err)
+	assert.Equal(t, DefaultConfig(), tp.Config())
+	require.NoError(t, r.Close())
+}
