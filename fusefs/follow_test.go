@@ -76,7 +76,7 @@ func TestTailFollowSeesAppendsFromAnotherProcess(t *testing.T) {
 	waitFileContains(t, out, "100\n")
 	endOut, _ := startTail(t, m, "-f", m.path("f", "0", "by-offset", "100"))
 	var worst time.Duration
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 3; i++ {
 		line := fmt.Sprintf("followed-%d", i)
 		m.sh(t, `echo `+line+` >> $MNT/f/0/append`)
 		d := waitFileContains(t, out, line+"\n")
@@ -86,7 +86,7 @@ func TestTailFollowSeesAppendsFromAnotherProcess(t *testing.T) {
 	t.Logf("tail -f showed each append within %v (DESIGN promises 1s)", worst)
 	b, err := os.ReadFile(endOut)
 	require.NoError(t, err)
-	assert.Equal(t, "followed-0\nfollowed-1\nfollowed-2\nfollowed-3\nfollowed-4\n", string(b), "tail -f by-offset/<end> shows exactly the new records")
+	assert.Equal(t, "followed-0\nfollowed-1\nfollowed-2\n", string(b), "tail -f by-offset/<end> shows exactly the new records")
 }
 
 func TestTailFNotReplacedAfterDropCaches(t *testing.T) {
@@ -94,7 +94,7 @@ func TestTailFNotReplacedAfterDropCaches(t *testing.T) {
 	m.sh(t, `mkdir $MNT/F && echo first > $MNT/F/0/append`)
 	out, errOut := startTail(t, m, "-s", "0.1", "-F", m.path("F", "0", "records"))
 	waitFileContains(t, out, "first\n")
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		dropCaches(t)
 		time.Sleep(800 * time.Millisecond) // more than 5 idle polls: tail -F reopens and compares inodes
 		m.sh(t, fmt.Sprintf(`echo again-%d >> $MNT/F/0/append`, i))
@@ -105,7 +105,7 @@ func TestTailFNotReplacedAfterDropCaches(t *testing.T) {
 	assert.NotContains(t, string(e), "replaced")
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
-	assert.Equal(t, "first\nagain-0\nagain-1\nagain-2\n", string(b), "nothing is re-read from the start")
+	assert.Equal(t, "first\nagain-0\nagain-1\n", string(b), "nothing is re-read from the start")
 }
 
 func TestConcurrentWritersNeverTear(t *testing.T) {
@@ -181,21 +181,21 @@ func TestOpenReaderSurvivesSegmentDeletion(t *testing.T) {
 }
 
 func TestTailNReadsFewBytes(t *testing.T) {
-	m := newTestMount(t, mountOpts{config: map[string]string{"segment.bytes": "1048576"}})
-	m.sh(t, `mkdir $MNT/big && seq -f '%g-0123456789012345678901234567890123456789' 1 300000 > $MNT/big/0/append`)
+	m := newTestMount(t, mountOpts{config: map[string]string{"segment.bytes": "524288"}})
+	m.sh(t, `mkdir $MNT/big && seq -f '%g-0123456789012345678901234567890123456789' 1 150000 > $MNT/big/0/append`)
 	p := m.partition(t, "big", 0)
 	// The first stat builds the rendered-position index (one scan).
 	size := m.sh(t, `stat -c %s $MNT/big/0/records`)
 	t.Logf("records is %s bytes", strings.TrimSpace(size))
 	before := p.Stats().BytesRead
-	assert.Equal(t, "299999-0123456789012345678901234567890123456789\n300000-0123456789012345678901234567890123456789\n",
+	assert.Equal(t, "149999-0123456789012345678901234567890123456789\n150000-0123456789012345678901234567890123456789\n",
 		m.sh(t, `tail -n 2 $MNT/big/0/records`))
 	read := p.Stats().BytesRead - before
 	t.Logf("tail -n 2 read %d bytes of the log", read)
 	assert.Less(t, read, int64(512<<10), "tail -n reads about one index interval, not the log")
 	before = p.Stats().BytesRead
-	assert.Equal(t, "150001-0123456789012345678901234567890123456789\n", m.sh(t, `head -n1 $MNT/big/0/by-offset/150000`))
+	assert.Equal(t, "75001-0123456789012345678901234567890123456789\n", m.sh(t, `head -n1 $MNT/big/0/by-offset/75000`))
 	read = p.Stats().BytesRead - before
-	t.Logf("head -n1 by-offset/150000 read %d bytes of the log", read)
+	t.Logf("head -n1 by-offset/75000 read %d bytes of the log", read)
 	assert.Less(t, read, int64(2<<20), "by-offset reads from its segment, not from the start")
 }
