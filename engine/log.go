@@ -86,6 +86,7 @@ type Partition struct {
 		deleted   []deletedFile
 	}
 	flushMu sync.Mutex // serialises Flush
+	indexes indexCache // sealed segments whose indexes are loaded
 
 	subMu sync.Mutex                      // serialises Subscribe/cancel
 	subs  atomic.Pointer[[]chan struct{}] // copy on write
@@ -120,6 +121,7 @@ func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions
 	p.cfg.Store(&cfg)
 	p.firstDirty.Store(opts.FirstDirty)
 	p.w.lastFlush = p.now()
+	p.indexes.max = maxLoadedIndexes
 	p.w.producers = producerState{ongoing: map[int64]int64{}}
 	empty := []*Segment{}
 	p.segs.Store(&empty)
@@ -650,6 +652,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
 	if err := old.seal(); err != nil {
 		p.logger.Warn("engine: sealing segment", "segment", old.LogPath(), "err", err)
 	}
+	old.cache.add(old)
 	nl := make([]*Segment, len(l), len(l)+1)
 	copy(nl, l)
 	p.publish(append(nl, s))
@@ -682,7 +685,7 @@ func (p *Partition) newSegment(base int64, log vfs.File, files segFiles, size in
 	s := &Segment{
 		fs: p.fs, base: base, logger: p.logger, stats: &p.stats,
 		indexMax: int(cfg.SegmentIndexBytes), interval: cfg.IndexIntervalBytes,
-		readOnly: p.opts.ReadOnly, log: log, created: p.now(),
+		readOnly: p.opts.ReadOnly, log: log, created: p.now(), cache: &p.indexes,
 	}
 	s.refs.Store(1)
 	s.size.Store(size)

@@ -925,3 +925,40 @@ func copyOldestSegments(p *Partition) error {
 	}
 	return nil
 }
+
+// TestLoadedIndexesAreBounded: reading every segment of a long log keeps at
+// most maxLoadedIndexes sealed segments' indexes loaded, and lookups still
+// answer after an eviction.
+func TestLoadedIndexesAreBounded(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig()
+	cfg.SegmentBytes = 400
+	fillPartition(t, fs, "/d/t-0", cfg, 80)
+	p := openTest(t, fs, "/d/t-0", cfg) // unclean: recovery rebuilds them all
+	defer p.Close()
+	snap := p.Snapshot()
+	defer snap.Release()
+	require.Greater(t, len(snap.Segments), 2*maxLoadedIndexes)
+	countLoaded := func() int {
+		n := 0
+		for _, s := range snap.Segments[:len(snap.Segments)-1] {
+			s.mu.RLock()
+			if s.mu.loaded {
+				n++
+			}
+			s.mu.RUnlock()
+		}
+		return n
+	}
+	assert.LessOrEqual(t, countLoaded(), maxLoadedIndexes)
+	for round := 0; round < 2; round++ {
+		for _, s := range snap.Segments {
+			_, err := s.FindOffset(s.BaseOffset() + 5)
+			require.NoError(t, err)
+			_, _, err = s.FindTimestamp(0)
+			require.NoError(t, err)
+		}
+		assert.LessOrEqual(t, countLoaded(), maxLoadedIndexes)
+	}
+	checkIndexes(t, p)
+}

@@ -125,6 +125,14 @@ func (p *Partition) load() error {
 		s.sealed.Store(true)
 		s.idxSynced.Store(true)
 	}
+	for _, s := range segs[:len(segs)-1] {
+		s.mu.RLock()
+		loaded := s.mu.loaded
+		s.mu.RUnlock()
+		if loaded { // rebuilt by recovery: count it against the bound
+			p.indexes.add(s)
+		}
+	}
 	last := segs[len(segs)-1]
 	leo := max(last.NextOffset(), last.base)
 	p.logEnd.Store(leo)

@@ -102,6 +102,7 @@ type Segment struct {
 	indexMax int   // segment.index.bytes
 	interval int64 // index.interval.bytes (for rebuilds)
 	readOnly bool
+	cache    *indexCache // bounds the sealed segments with loaded indexes
 
 	log     vfs.File // nil: a virtual empty segment (read-only partition with no files)
 	created time.Time
@@ -511,13 +512,17 @@ func (s *Segment) distrustIndexes() {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return
 	}
-	if _, err := s.rebuildLocked(false, nil); err != nil {
-		s.logger.Error("engine: rebuilding index", "segment", s.mu.files.log, "err", err)
+	_, err := s.rebuildLocked(false, nil)
+	s.mu.Unlock()
+	if err != nil {
+		s.logger.Error("engine: rebuilding index", "segment", s.LogPath(), "err", err)
+		return
 	}
+	s.cache.add(s)
 }
 
 // indexPosition returns the offset-index position for target.
@@ -525,19 +530,36 @@ func (s *Segment) indexPosition(target int64) (int64, error) {
 	if target <= s.base {
 		return 0, nil
 	}
-	if err := s.loadIndexes(); err != nil {
+	var pos int64
+	err := s.useIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex, _ *index.TxnIndex) {
+		if oidx != nil {
+			_, pos = oidx.Lookup(target)
+		}
+	})
+	if err != nil {
 		return 0, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.mu.oidx == nil {
-		return 0, nil
-	}
-	_, pos := s.mu.oidx.Lookup(target)
 	if pos > s.Size() {
 		pos = 0
 	}
 	return pos, nil
+}
+
+// useIndexes calls fn with the loaded indexes (loading them first), under
+// the read lock so that they cannot be evicted meanwhile.
+func (s *Segment) useIndexes(fn func(*index.OffsetIndex, *index.TimeIndex, *index.TxnIndex)) error {
+	for {
+		if err := s.loadIndexes(); err != nil {
+			return err
+		}
+		s.mu.RLock()
+		if s.mu.loaded {
+			fn(s.mu.oidx, s.mu.tidx, s.mu.txn)
+			s.mu.RUnlock()
+			return nil
+		}
+		s.mu.RUnlock() // evicted in between: load again
+	}
 }
 
 // FindTimestamp returns the offset of the first record whose timestamp is
@@ -591,11 +613,14 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 func (s *Segment) timePosition(ts, end int64) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		entryTs, entryOff := int64(-1), s.base
-		s.mu.RLock()
-		if s.mu.tidx != nil {
-			entryTs, entryOff = s.mu.tidx.Lookup(ts)
+		err := s.useIndexes(func(_ *index.OffsetIndex, tidx *index.TimeIndex, _ *index.TxnIndex) {
+			if tidx != nil {
+				entryTs, entryOff = tidx.Lookup(ts)
+			}
+		})
+		if err != nil {
+			return 0, err
 		}
-		s.mu.RUnlock()
 		if entryTs < 0 {
 			return 0, nil
 		}
@@ -619,15 +644,16 @@ func (s *Segment) timePosition(ts, end int64) (int64, error) {
 // AbortedTxns returns the aborted transactions whose ABORT marker lies in
 // this segment.
 func (s *Segment) AbortedTxns() []index.AbortedTxn {
-	if err := s.loadIndexes(); err != nil {
-		return nil
+	var out []index.AbortedTxn
+	err := s.useIndexes(func(_ *index.OffsetIndex, _ *index.TimeIndex, txn *index.TxnIndex) {
+		if txn != nil {
+			out = txn.All()
+		}
+	})
+	if err != nil {
+		s.logger.Error("engine: reading the txn index", "segment", s.LogPath(), "err", err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.mu.txn == nil {
-		return nil
-	}
-	return s.mu.txn.All()
+	return out
 }
 
 // Retain adds a reference. It must be balanced by Release.
@@ -704,24 +730,97 @@ func (s *Segment) loadIndexes() error {
 	if closed {
 		return fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
 	}
+	loadedNow, err := s.loadIndexesSlow()
+	if loadedNow {
+		s.cache.add(s)
+	}
+	return err
+}
+
+func (s *Segment) loadIndexesSlow() (loadedNow bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.loaded {
-		return nil
+		return false, nil
 	}
 	if s.mu.closed {
-		return fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
+		return false, fmt.Errorf("engine: segment %d: %w", s.base, ErrClosed)
 	}
-	err := s.openIndexesLocked(false)
+	err = s.openIndexesLocked(false)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if errors.Is(err, ErrClosed) {
-		return err
+		return false, err
 	}
 	s.logger.Warn("engine: rebuilding index", "segment", s.mu.files.log, "reason", err)
 	_, err = s.rebuildLocked(false, nil)
-	return err
+	return err == nil, err
+}
+
+// indexCache bounds, per partition, how many sealed segments keep their
+// indexes loaded (in memory, or mapped for a segment rolled in this
+// process): loading one more evicts the one loaded longest ago, which loads
+// them again when next used. The active segment is not counted.
+type indexCache struct {
+	mu   sync.Mutex
+	max  int
+	segs []*Segment // oldest first
+}
+
+// maxLoadedIndexes is the indexCache bound: with the default
+// segment.bytes and index.interval.bytes a sealed segment's indexes hold at
+// most ~5 MiB of entries.
+const maxLoadedIndexes = 16
+
+// add records that s has its indexes loaded and evicts the oldest ones
+// beyond the bound. Callers hold no segment lock.
+func (c *indexCache) add(s *Segment) {
+	if c == nil || !s.Sealed() {
+		return
+	}
+	c.mu.Lock()
+	for i, x := range c.segs {
+		if x == s {
+			c.segs = append(c.segs[:i], c.segs[i+1:]...)
+			break
+		}
+	}
+	c.segs = append(c.segs, s)
+	var victims []*Segment
+	for len(c.segs) > c.max {
+		victims = append(victims, c.segs[0])
+		c.segs[0] = nil
+		c.segs = c.segs[1:]
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		v.evictIndexes()
+	}
+}
+
+// evictIndexes closes a sealed segment's indexes; the next use reloads them.
+func (s *Segment) evictIndexes() {
+	if !s.Sealed() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed || !s.mu.loaded {
+		return
+	}
+	if s.mu.writable && !s.idxSynced.Load() && s.mu.idxFS == s.fs {
+		// Rolled in this process and not flushed yet: make the entries
+		// durable before dropping the mapping.
+		if err := errors.Join(s.mu.oidx.Sync(), s.mu.tidx.Sync()); err != nil {
+			s.logger.Warn("engine: syncing an evicted index", "segment", s.mu.files.log, "err", err)
+			return
+		}
+		s.idxSynced.Store(true)
+	}
+	if err := s.closeIndexesLocked(); err != nil {
+		s.logger.Warn("engine: closing an evicted index", "segment", s.mu.files.log, "err", err)
+	}
 }
 
 // openIndexesLocked opens the existing index files. writable opens them for
