@@ -22,10 +22,12 @@ type partitionStats struct {
 	SizeBytes      int64 `json:"size_bytes"`
 	SegmentCount   int   `json:"segment_count"`
 	Policies       *struct {
-		FirstDirtyOffset       int64 `json:"first_dirty_offset"`
-		FirstUncleanableOffset int64 `json:"first_uncleanable_offset"`
-		Cleaning               bool  `json:"cleaning_in_progress"`
-		Cleanings              int64 `json:"cleanings"`
+		DirtyRatio             float64 `json:"dirty_ratio"`
+		MinCleanableDirtyRatio float64 `json:"min_cleanable_dirty_ratio"`
+		FirstDirtyOffset       int64   `json:"first_dirty_offset"`
+		FirstUncleanableOffset int64   `json:"first_uncleanable_offset"`
+		Cleaning               bool    `json:"cleaning_in_progress"`
+		Cleanings              int64   `json:"cleanings"`
 		LastCleaning           *struct {
 			DurationMs int64  `json:"duration_ms"`
 			BytesIn    int64  `json:"bytes_in"`

@@ -180,7 +180,11 @@ func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
 		if err != nil {
 			return row, err
 		}
-		if p := st.Policies; p != nil && p.Cleanings > 0 && !p.Cleaning && p.FirstDirtyOffset >= p.FirstUncleanableOffset {
+		// Done when the cleaner has run and will not run again: nothing
+		// dirty left, or (a map-full round leaves the rest) the dirty
+		// ratio fell below min.cleanable.dirty.ratio.
+		if p := st.Policies; p != nil && p.Cleanings > 0 && !p.Cleaning &&
+			(p.FirstDirtyOffset >= p.FirstUncleanableOffset || p.DirtyRatio < p.MinCleanableDirtyRatio) {
 			break
 		}
 		if time.Since(start) > readyDeadline {
@@ -207,8 +211,8 @@ func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
 		Value:    Figure{V: mib(hwm), Unit: "MiB", Extra: fmt.Sprintf("RssAnon now %.0f MiB", mib(anon))},
 		BaseName: "dedupe buffer",
 		Baseline: Figure{V: float64(dedupe) / (1 << 20), Unit: "MiB"},
-		Note: fmt.Sprintf("idle VmRSS %.0f MiB; %d records (%s) in, %d cleanings, log now %s; cleaned within %v of mounting",
-			mib(idle), records, fmtBytes(logBytes), st.Policies.Cleanings, fmtBytes(st.SizeBytes), took.Round(time.Millisecond)),
+		Note: fmt.Sprintf("idle VmRSS %.0f MiB; %d records (%s) in, %d cleanings (until the dirty ratio fell to %.2f), log now %s; done within %v of mounting",
+			mib(idle), records, fmtBytes(logBytes), st.Policies.Cleanings, st.Policies.DirtyRatio, fmtBytes(st.SizeBytes), took.Round(time.Millisecond)),
 	}
 	row.ratio()
 	limit := float64(dedupe)/(1<<20) + 64
