@@ -94,7 +94,17 @@ func TestCheckPassesAfterCompactionAndRetention(t *testing.T) {
 			}
 		}
 		runs, err := s.RunCleaner()
-		require.NoError(t, err)
+		if err != nil {
+			// The cleaner skips (and reports) a partition whose first dirty
+			// offset is inside a transaction whose marker it cannot see yet.
+			skipped := 0
+			for _, r := range runs {
+				if r.OpenTxnOffset >= 0 && strings.HasPrefix(r.Outcome, "skipped") {
+					skipped++
+				}
+			}
+			require.Positive(t, skipped, "round %d: %v", round, err)
+		}
 		cleanings += len(runs)
 		require.NoError(t, s.RunRetention())
 		for _, p := range d.Partitions() {
