@@ -39,7 +39,36 @@ func fixturePartitions(t *testing.T) []string {
 	})
 	require.NoError(t, err)
 	require.NotEmpty(t, dirs, "fixtures missing: %s", fixtureRoot)
-	return dirs
+	// Dozens of partitions hold only an empty segment: keep one per set.
+	var out []string
+	seenEmpty := map[string]bool{}
+	for _, d := range dirs {
+		set := strings.SplitN(strings.TrimPrefix(d, fixtureRoot+"/"), "/", 2)[0]
+		if onlyEmptyLogs(t, d) {
+			if seenEmpty[set] {
+				continue
+			}
+			seenEmpty[set] = true
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func onlyEmptyLogs(t *testing.T, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			fi, err := e.Info()
+			require.NoError(t, err)
+			if fi.Size() > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // groundTruth reads every batch of every .log in dir independently of the
@@ -177,7 +206,7 @@ func checkTimeLookups(t *testing.T, p *Partition, all []record.Record) {
 		}
 		return p.LogEndOffset()
 	}
-	step := max(1, len(all)/100)
+	step := max(1, len(all)/40)
 	var targets []int64
 	for i := 0; i < len(all); i += step {
 		targets = append(targets, all[i].Timestamp, all[i].Timestamp+1)
