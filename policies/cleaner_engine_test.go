@@ -77,11 +77,16 @@ func checkRead(t testing.TB, m *model, recs []record.Record) {
 	}
 }
 
+// horizons remembers, for each tombstone offset, the delete horizon the
+// first cleaning that kept it must have set (the clock then + 10 s).
+type horizons map[int64]int64
+
 // checkCleaned verifies the log right after a completed cleaning that
-// reached end: below end every key appears at most once, as its latest
-// record below end (a value is never missing; a tombstone may be gone past
-// its horizon); from end on nothing was dropped.
-func checkCleaned(t testing.TB, m *model, recs []record.Record, logStart, end int64) {
+// reached end at time nowMs: below end every key appears at most once, as
+// its latest record below end; a value is never missing, and a tombstone is
+// missing only once the horizon set by the first cleaning that kept it has
+// passed; from end on nothing was dropped.
+func checkCleaned(t testing.TB, p *engine.Partition, m *model, recs []record.Record, logStart, end, nowMs int64, hz horizons) {
 	t.Helper()
 	checkRead(t, m, recs)
 	latest := m.latestBelow(end)
@@ -105,6 +110,21 @@ func checkCleaned(t testing.TB, m *model, recs []record.Record, logStart, end in
 		want, _ := m.get(off)
 		if want.Value != nil {
 			require.True(t, present[off], "latest value of key %q at offset %d lost", k, off)
+			continue
+		}
+		h, ok := hz[off]
+		switch {
+		case present[off] && !ok:
+			// Kept by a cleaning: its batch has a horizon, set by this
+			// cleaning or an earlier one that rewrote its segment.
+			b, found := findBatch(t, p, off)
+			require.True(t, found)
+			require.True(t, b.HasDeleteHorizon(), "kept tombstone at offset %d has a delete horizon", off)
+			require.LessOrEqual(t, b.DeleteHorizonMs(), nowMs+10_000)
+			hz[off] = b.DeleteHorizonMs()
+		case !present[off]:
+			require.True(t, ok, "tombstone of key %q at offset %d dropped at its first cleaning", k, off)
+			require.GreaterOrEqual(t, nowMs, h, "tombstone of key %q at offset %d dropped before its horizon", k, off)
 		}
 	}
 	// Nothing from end on was dropped (up to what the reader saw).
@@ -189,6 +209,7 @@ func testCleanerModel(t *testing.T, buffer int64) {
 	}
 
 	cleanings := 0
+	hz := horizons{}
 	for !done.Load() {
 		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 		clk.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
@@ -198,7 +219,7 @@ func testCleanerModel(t *testing.T, buffer int64) {
 			continue
 		}
 		cleanings++
-		checkCleaned(t, m, readAll(t, p), p.LogStartOffset(), run.EndOffset)
+		checkCleaned(t, p, m, readAll(t, p), p.LogStartOffset(), run.EndOffset, clk.Now().UnixMilli(), hz)
 	}
 	wg.Wait()
 	require.Positive(t, cleanings)
@@ -213,7 +234,7 @@ func testCleanerModel(t *testing.T, buffer int64) {
 		if run == nil {
 			break
 		}
-		checkCleaned(t, m, readAll(t, p), p.LogStartOffset(), run.EndOffset)
+		checkCleaned(t, p, m, readAll(t, p), p.LogStartOffset(), run.EndOffset, clk.Now().UnixMilli(), hz)
 	}
 	clk.Advance(11 * time.Second)
 	run, err := s.CleanPartition(p, true)
@@ -374,7 +395,7 @@ func TestCleanerBatchRules(t *testing.T) {
 	assert.Equal(t, int64(4), run.RecordsDropped)
 }
 
-func findBatch(t *testing.T, p *engine.Partition, off int64) (record.Batch, bool) {
+func findBatch(t testing.TB, p *engine.Partition, off int64) (record.Batch, bool) {
 	t.Helper()
 	snap := p.Snapshot()
 	defer snap.Release()
