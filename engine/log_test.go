@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/topicfs/topicfs/engine/index"
 	"io"
 	"math"
 	"os"
@@ -239,6 +240,19 @@ func TestTransactions(t *testing.T) {
 	assert.Equal(t, abort9, got[1].LastOffset)
 	assert.Equal(t, int64(9), got[1].FirstOffset)
 	assert.Equal(t, int64(11), got[1].LastStableOffset)
+
+	// A transaction open across a restart keeps its first offset.
+	open10 := app(producerBatch(t, txn(11), makeRecs(0, 2, 1))) // 11..12
+	require.NoError(t, p.Close())
+	p = openTest(t, fs, "/d/t-0", cfg)
+	first, _, err := p.AppendBatch(marker(11, 0))
+	require.NoError(t, err)
+	snap = p.Snapshot()
+	all := snap.Segments[0].AbortedTxns()
+	snap.Release()
+	require.Len(t, all, 3)
+	assert.Equal(t, index.AbortedTxn{ProducerID: 11, FirstOffset: open10, LastOffset: first, LastStableOffset: first + 1}, all[2])
+	got = all
 	require.NoError(t, p.Close())
 
 	// Recovery rebuilds the same txn index.
@@ -250,7 +264,7 @@ func TestTransactions(t *testing.T) {
 	snap = p.Snapshot()
 	defer snap.Release()
 	assert.Equal(t, got, snap.Segments[0].AbortedTxns())
-	_, err := fs.Stat("/d/t-0/00000000000000000000.txnindex")
+	_, err = fs.Stat("/d/t-0/00000000000000000000.txnindex")
 	require.NoError(t, err)
 }
 

@@ -408,6 +408,8 @@ func (p *Partition) recoverLog(cfg *Config) error {
 				"bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
 		}
 	}
+	// Transactions still open at the end carry on into new appends.
+	p.w.producers = *prod
 	if n := len(segs) - start; n > progressSegments || time.Since(began) > progressInterval {
 		p.logger.Info("engine: recovered partition", "segments", n, "bytes", bytes,
 			"elapsed", time.Since(began).Round(time.Millisecond))
