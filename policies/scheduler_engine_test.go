@@ -311,3 +311,39 @@ func TestCleanerCorruptSegmentBacksOff(t *testing.T) {
 	require.Error(t, err)
 	assert.Len(t, runs, 1, "retried after the back-off")
 }
+
+// TestCleaningDoesNotBlockAppendsOrReads holds a cleaning in the middle of
+// its work and appends, reads, rolls and runs retention meanwhile: none of
+// it waits for the cleaner.
+func TestCleaningDoesNotBlockAppendsOrReads(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"cleanup.policy": "compact,delete", "segment.bytes": "400"})
+	p := createPartition(t, d, "busy", nil)
+	dupLog(t, p, 5)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	inside, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.setHook(func(ev string) {
+		if ev == "replace" {
+			once.Do(func() { close(inside); <-release })
+		}
+	})
+	done := make(chan error, 1)
+	go func() { _, err := s.CleanPartition(p, true); done <- err }()
+	<-inside
+	leo := p.LogEndOffset()
+	appendRecs(t, p, kv("during", "the cleaning"))
+	assert.Equal(t, leo+1, p.LogEndOffset())
+	recs := readAll(t, p)
+	assert.Equal(t, "during", string(recs[len(recs)-1].Key))
+	require.NoError(t, p.Roll())
+	require.NoError(t, s.RunRetention())
+	st := s.State("busy", 0)
+	assert.True(t, st.Cleaning)
+	assert.Equal(t, "the log is being cleaned now", st.CleanerExplanation)
+	close(release)
+	require.NoError(t, <-done)
+	recs = readAll(t, p)
+	assert.Equal(t, "during", string(recs[len(recs)-1].Key))
+}
