@@ -494,3 +494,42 @@ func TestCleanerRebuildKeepsLogAppendTimeAndCodec(t *testing.T) {
 	assert.Equal(t, int64(2), recs[1].Offset)
 	assert.Equal(t, before.MaxTimestamp, recs[0].Timestamp)
 }
+
+// TestCleanerMinCompactionLag: segments holding records younger than
+// min.compaction.lag.ms are not cleaned yet, and State says why.
+func TestCleanerMinCompactionLag(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact", "min.compaction.lag.ms": "1800000",
+	})
+	p := createPartition(t, d, "lag", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	appendRecs(t, p, kv("k", "1"), kv("k", "2")) // 0-1, old
+	require.NoError(t, p.Roll())
+	clk.Advance(time.Hour)
+	young := appendRecs(t, p, kv("k", "3"), kv("k", "4")) // 2-3, young
+	require.NoError(t, p.Roll())
+
+	runs, err := s.RunCleaner()
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, young, runs[0].EndOffset, "cleaning stops before the young segment")
+	var offs []int64
+	for _, r := range readAll(t, p) {
+		offs = append(offs, r.Offset)
+	}
+	assert.Equal(t, []int64{1, 2, 3}, offs, "k@0 superseded within the old segment; the young ones untouched")
+	st := s.State("lag", 0)
+	assert.Contains(t, st.CleanerExplanation, "younger than min.compaction.lag.ms=1800000")
+
+	clk.Advance(time.Hour)
+	runs, err = s.RunCleaner()
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	offs = offs[:0]
+	for _, r := range readAll(t, p) {
+		offs = append(offs, r.Offset)
+	}
+	assert.Equal(t, []int64{3}, offs)
+}
