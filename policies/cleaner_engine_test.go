@@ -533,3 +533,35 @@ func TestCleanerMinCompactionLag(t *testing.T) {
 	}
 	assert.Equal(t, []int64{3}, offs)
 }
+
+// TestCleanerMaxCompactionLag: a log below min.cleanable.dirty.ratio is
+// still cleaned once a dirty record has waited past max.compaction.lag.ms.
+func TestCleanerMaxCompactionLag(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact", "max.compaction.lag.ms": "3600000",
+	})
+	p := createPartition(t, d, "maxlag", nil)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
+	defer s.Stop()
+	for i := 0; i < 50; i++ {
+		appendRecs(t, p, kv(fmt.Sprint("unique", i), "a value of some length ............"))
+	}
+	require.NoError(t, p.Roll())
+	_, err := s.CleanPartition(p, true) // everything so far is clean
+	require.NoError(t, err)
+	appendRecs(t, p, kv("unique1", "new")) // a small dirty segment
+	require.NoError(t, p.Roll())
+
+	runs, err := s.RunCleaner()
+	require.NoError(t, err)
+	assert.Empty(t, runs, "dirty ratio far below 0.5")
+	assert.Contains(t, s.State("maxlag", 0).CleanerExplanation, "not above min.cleanable.dirty.ratio")
+
+	clk.Advance(2 * time.Hour)
+	assert.Contains(t, s.State("maxlag", 0).CleanerExplanation, "past max.compaction.lag.ms")
+	runs, err = s.RunCleaner()
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, int64(1), runs[0].RecordsDropped)
+}
