@@ -584,6 +584,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 	stop := make(chan struct{})
 	errs := make(chan error, 16)
 	var replaced atomic.Int64
+	var cleanerDone atomic.Bool // the cleaner gave up: do not wait for it
 	wg.Add(1)
 	go func() { // writer
 		defer wg.Done()
@@ -592,6 +593,10 @@ func TestConcurrentAppendRead(t *testing.T) {
 			if _, _, err := p.Append(makeRecs(i*10, 10, int64(i))); err != nil {
 				errs <- err
 				return
+			}
+			// Halfway, let the cleaner swap at least once while readers run.
+			for i == total/20 && replaced.Load() == 0 && !cleanerDone.Load() {
+				time.Sleep(time.Millisecond)
 			}
 		}
 	}()
@@ -653,6 +658,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 	wg.Add(1)
 	go func() { // a "cleaner" that rewrites the two oldest sealed segments byte for byte
 		defer wg.Done()
+		defer cleanerDone.Store(true)
 		for {
 			select {
 			case <-stop:
@@ -664,6 +670,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 				replaced.Add(1)
 			} else if !errors.Is(err, ErrConflict) && !errors.Is(err, errNotEnough) {
 				errs <- err
+				return
 			}
 			time.Sleep(2 * time.Millisecond)
 		}

@@ -883,51 +883,6 @@ func (s *Segment) openIndexesLocked(writable bool) error {
 	return nil
 }
 
-// validateIndexes checks index entries against the .log, beyond Kafka's
-// sanity check (which trusts a file after a clean shutdown): offset-index
-// positions must increase and lie inside the log, and the batch at the last
-// entry must be a batch ending at or before the entry's offset; time-index
-// offsets must be below the segment's next offset. It computes and caches
-// the next offset on the way (a bounded scan from the last entry).
-func (s *Segment) validateIndexes(oidx *index.OffsetIndex, tidx *index.TimeIndex) error {
-	size := s.Size()
-	prev := int64(-1)
-	var lastOff, lastPos int64 = s.base, 0
-	for i := 0; i < oidx.Entries(); i++ {
-		off, pos := oidx.Entry(i)
-		if pos <= prev || pos >= size {
-			return fmt.Errorf("%w: segment %d: offset index entry %d: position %d (previous %d, log size %d)",
-				index.ErrCorruptIndex, s.base, i, pos, prev, size)
-		}
-		prev, lastOff, lastPos = pos, off, pos
-	}
-	next := s.base
-	for pos := lastPos; pos < size; {
-		h, err := s.peekHeader(pos, size)
-		if err != nil {
-			if pos == lastPos && lastPos > 0 {
-				return fmt.Errorf("%w: segment %d: offset index entry points at position %d: %v",
-					index.ErrCorruptIndex, s.base, lastPos, err)
-			}
-			break // the log itself is damaged there: a reader will report it
-		}
-		if pos == lastPos && lastPos > 0 && h.lastOffset > lastOff {
-			return fmt.Errorf("%w: segment %d: offset index entry (%d, %d) but the batch there ends at %d",
-				index.ErrCorruptIndex, s.base, lastOff, lastPos, h.lastOffset)
-		}
-		next = max(next, h.lastOffset+1)
-		pos += h.size
-	}
-	if n := tidx.Entries(); n > 0 {
-		if _, off := tidx.Entry(n - 1); off >= next {
-			return fmt.Errorf("%w: segment %d: time index offset %d at or past the segment's end %d",
-				index.ErrCorruptIndex, s.base, off, next)
-		}
-	}
-	s.next.CompareAndSwap(-1, next)
-	return nil
-}
-
 // txnPathLocked returns where the txn index lives or would be created.
 func (s *Segment) txnPathLocked() string {
 	if s.mu.files.txnIndex != "" {

@@ -1,6 +1,10 @@
 package engine
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // Snapshot is a consistent view of a partition's segments for a reader. It
 // holds a reference on every segment, so their files stay open (and
@@ -66,4 +70,90 @@ func (s *Snapshot) SegmentFor(offset int64) int {
 		}
 	}
 	return max(lo-1, 0)
+}
+
+// Segments describes every segment, oldest first (for the policies).
+func (p *Partition) Segments() []SegmentInfo {
+	snap := p.Snapshot()
+	defer snap.Release()
+	out := make([]SegmentInfo, len(snap.Segments))
+	for i, s := range snap.Segments {
+		out[i] = SegmentInfo{
+			BaseOffset:     s.BaseOffset(),
+			NextOffset:     s.NextOffset(),
+			Size:           s.Size(),
+			MaxTimestamp:   s.MaxTimestamp(),
+			FirstBatchTime: s.FirstBatchTime(),
+			Created:        s.Created(),
+			Active:         i == len(snap.Segments)-1,
+		}
+	}
+	return out
+}
+
+// SegmentInfo describes one segment for the retention and cleaning policies.
+type SegmentInfo struct {
+	BaseOffset, NextOffset, Size int64
+	MaxTimestamp                 int64 // ms
+	FirstBatchTime               int64 // max timestamp of the first batch (for max.compaction.lag.ms), -1 none
+	Created                      time.Time
+	Active                       bool
+}
+
+// Subscribe returns a channel that receives a value (without blocking the
+// writer; the channel has room for one) after each append, and a cancel
+// function that stops the notifications.
+func (p *Partition) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	p.subMu.Lock()
+	old := *p.subs.Load()
+	l := make([]chan struct{}, len(old), len(old)+1)
+	copy(l, old)
+	l = append(l, ch)
+	p.subs.Store(&l)
+	p.subMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			p.subMu.Lock()
+			defer p.subMu.Unlock()
+			old := *p.subs.Load()
+			l := make([]chan struct{}, 0, len(old))
+			for _, c := range old {
+				if c != ch {
+					l = append(l, c)
+				}
+			}
+			p.subs.Store(&l)
+		})
+	}
+}
+
+func (p *Partition) notify() {
+	for _, ch := range *p.subs.Load() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// OffsetForTime returns the first offset whose record timestamp is >= ts,
+// or LogEndOffset if there is none.
+func (p *Partition) OffsetForTime(ts int64) (int64, error) {
+	snap := p.Snapshot()
+	defer snap.Release()
+	for _, s := range snap.Segments {
+		if s.Size() == 0 || s.MaxTimestamp() < ts {
+			continue
+		}
+		off, ok, err := s.FindTimestamp(ts)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return max(off, snap.LogStartOffset), nil
+		}
+	}
+	return snap.LogEndOffset, nil
 }
