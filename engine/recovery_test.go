@@ -720,6 +720,25 @@ func TestRecoverySwapFiles(t *testing.T) {
 			assert.False(t, strings.HasSuffix(e.Name(), ".swap"), e.Name())
 		}
 	})
+	t.Run("read-only: swaps applied in memory, files untouched", func(t *testing.T) {
+		fs, _, cleaned, _ := prepare(t)
+		rename(t, fs, ".cleaned", ".swap")
+		listing := func() []string {
+			ents, err := fs.ReadDir(dir)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			return names
+		}
+		before := listing()
+		p := openTest(t, fs, dir, cfg, func(o *PartitionOptions) { o.ReadOnly = true })
+		assert.Equal(t, cleaned, offsetsOf(readAll(t, p)))
+		checkIndexes(t, p)
+		require.NoError(t, p.Close())
+		assert.Equal(t, before, listing())
+	})
 	t.Run("swap files with old segments half deleted", func(t *testing.T) {
 		fs, _, cleaned, old := prepare(t)
 		rename(t, fs, ".cleaned", ".swap")
