@@ -58,7 +58,7 @@
 // Views use the page cache with FOPEN_KEEP_CACHE and a 1 s attribute
 // timeout; a notifier goroutine per partition with open views, woken by the
 // engine after each append and rate-limited to every 20 ms, calls
-// NotifyContent(oldSize, 0) so tail -f sees new records well within a
+// NotifyContent(-1, 0) (attributes only) so tail -f sees new records well within a
 // second. Aborted transactions are hidden using the .txnindex entries known
 // when a segment is indexed; control batches are never shown.
 //

@@ -99,11 +99,15 @@ func (ps *partState) unwatch(v *viewNode) {
 
 // notifier waits for appends to the partition and then, at most every
 // notifyInterval, brings the open views up to date and tells the kernel
-// with NotifyContent(oldSize, 0): that drops the cached attributes (so the
-// next fstat of tail -f sees the new size) and the page holding the old end
-// (so no stale, NUL-padded last page is served), keeping older pages. It
-// runs outside every FUSE handler, as notifications from inside one can
-// deadlock the kernel (go-fuse-notes §5).
+// with NotifyContent(-1, 0): that drops the cached attributes, so the next
+// fstat of tail -f sees the new size; the kernel then drops the stale pages
+// itself when it sees the size change (AUTO_INVAL_DATA), in the reader's
+// context. It deliberately does not invalidate page ranges
+// (NotifyContent(oldSize, 0)): that waits for page locks held by READs in
+// flight, and if the server dies (SIGKILL) before answering them, the
+// notifying thread sticks in D state and the process can never exit
+// (observed in the crash test). It runs outside every FUSE handler, as
+// notifications from inside one can deadlock the kernel (go-fuse-notes §5).
 func (ps *partState) notifier(stop, kick chan struct{}) {
 	ch, cancel := ps.p.Subscribe()
 	defer cancel()
@@ -172,8 +176,8 @@ func (ps *partState) notifyViews(grew bool) {
 		st := v.openState()
 		if st == nil {
 			if grew {
-				if size, ok := v.lastSeenSize(); ok {
-					v.NotifyContent(size, 0)
+				if _, ok := v.lastSeenSize(); ok {
+					v.NotifyContent(-1, 0)
 				}
 			}
 			continue
@@ -182,6 +186,6 @@ func (ps *partState) notifyViews(grew bool) {
 		if err != nil || newSize == oldSize {
 			continue
 		}
-		v.NotifyContent(oldSize, 0) // ENOENT when the kernel forgot the inode: harmless
+		v.NotifyContent(-1, 0) // ENOENT when the kernel forgot the inode: harmless
 	}
 }
