@@ -422,7 +422,7 @@ func TestCrashKillCycles(t *testing.T) {
 	}
 
 	var verified, crashImagesRejected, checks int
-	kills := 0
+	kills, hungKills, firstHang := 0, 0, ""
 	for c := 0; c < cycles; c++ {
 		graceful := c%10 == 9
 		r.killed.Store(false)
@@ -463,7 +463,12 @@ func TestCrashKillCycles(t *testing.T) {
 			}
 		} else {
 			r.killed.Store(true)
-			m.KillKeepMount()
+			if stacks, hung := crashKill(m); hung {
+				hungKills++
+				if firstHang == "" {
+					firstHang = stacks
+				}
+			}
 			kills++
 			close(stop)
 			wg.Wait()
@@ -510,6 +515,44 @@ func TestCrashKillCycles(t *testing.T) {
 	if testing.Verbose() {
 		fmt.Println(summary)
 	}
+	if hungKills > 0 {
+		// A known kernel/FUSE interaction, reported rather than failed: see
+		// crashKill.
+		msg := fmt.Sprintf("FINDING: %d of %d SIGKILLed mounts could not exit until their FUSE connection was aborted; first one's blocked threads:\n%s", hungKills, kills, firstHang)
+		t.Log(msg)
+		if testing.Verbose() {
+			fmt.Println(msg)
+		}
+	}
+}
+
+// crashKill SIGKILLs the mount and waits for it to exit. A process killed
+// while its notifier thread is inside a FUSE invalidation (NotifyContent ->
+// fuse_reverse_inval_inode, waiting for a page lock that a reader's pending
+// READ holds) cannot exit: that thread is in uninterruptible sleep, the
+// READ can only be answered by the dead process, and its /dev/fuse fd is not
+// released until it exits. Then crashKill aborts the FUSE connection (what
+// `umount -f` or fusectl's abort does for a user), which fails the READ and
+// lets the process go, and reports hung=true with the blocked threads'
+// kernel stacks.
+func crashKill(m *mountProc) (stacks string, hung bool) {
+	m.t.Helper()
+	if !m.Running() {
+		m.Wait()
+		return "", false
+	}
+	_ = m.Cmd.Process.Kill()
+	select {
+	case <-m.done:
+		return "", false
+	case <-time.After(5 * time.Second):
+	}
+	stacks = kernelStacks(m.Cmd.Process.Pid)
+	if err := abortFUSEConnection(m.fuseConn); err != nil {
+		m.t.Logf("aborting FUSE connection %d: %v", m.fuseConn, err)
+	}
+	m.Wait()
+	return stacks, true
 }
 
 // verify reads every partition's records.jsonl and checks the invariants
