@@ -302,7 +302,7 @@ func Run(ctx context.Context, opts Options) (*Table, error) {
 			t.Rows = append(t.Rows, Row{Workload: w.name, Name: w.name, Err: err})
 			r.logf("%s FAILED after %v: %v", w.name, time.Since(start).Round(time.Millisecond), err)
 		} else {
-			r.logf("%s done in %v", w.name, time.Since(start).Round(time.Millisecond))
+			r.logf("%s done in %v (%d files open)", w.name, time.Since(start).Round(time.Millisecond), openFiles())
 		}
 	}
 	t.Elapsed = time.Since(t.Started)
@@ -318,3 +318,10 @@ func errorf(step string, err error) error {
 }
 
 var errNoData = errors.New("bench: no data measured")
+
+// openFiles counts this process's open file descriptors (a leak check in
+// the progress lines).
+func openFiles() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents)
+}

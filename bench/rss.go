@@ -188,7 +188,7 @@ func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
 			break
 		}
 		if time.Since(start) > readyDeadline {
-			return row, fmt.Errorf("the cleaner has not cleaned %s/0 after %v: %+v", kvTopic, readyDeadline, st.Policies)
+			return row, fmt.Errorf("the cleaner has not finished with %s/0 after %v (stats: %s)", kvTopic, readyDeadline, statsLine(st))
 		}
 		select {
 		case <-ctx.Done():
@@ -220,4 +220,14 @@ func (r *runner) rssClean(ctx context.Context) (row Row, err error) {
 	met := row.Value.V <= limit
 	row.Met = &met
 	return row, nil
+}
+
+// statsLine summarises the cleaner state of a stats file for an error.
+func statsLine(st partitionStats) string {
+	p := st.Policies
+	if p == nil {
+		return "no policies state"
+	}
+	return fmt.Sprintf("first dirty %d, first uncleanable %d, dirty ratio %.2f (min %.2f), cleanings %d, cleaning now %v",
+		p.FirstDirtyOffset, p.FirstUncleanableOffset, p.DirtyRatio, p.MinCleanableDirtyRatio, p.Cleanings, p.Cleaning)
 }

@@ -130,7 +130,7 @@ func (t *Table) Print(w io.Writer) {
 	fmt.Fprintln(tw, "WORKLOAD\tTOPICFS\tBASELINE\tRATIO\tTARGET\t")
 	for _, r := range t.Rows {
 		if r.Err != nil {
-			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\n", r.Name, oneLine(r.Err.Error()))
+			fmt.Fprintf(tw, "%s\tFAILED (below)\t\t\t\t\n", r.Name)
 			continue
 		}
 		base := r.Baseline.String()
@@ -160,6 +160,15 @@ func (t *Table) Print(w io.Writer) {
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nnotes:\n%s\n", strings.Join(notes, "\n"))
+	}
+	var failed []string
+	for _, r := range t.Rows {
+		if r.Err != nil {
+			failed = append(failed, fmt.Sprintf("  %s: %s", r.Name, oneLine(r.Err.Error())))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\nFAILED:\n%s\n", strings.Join(failed, "\n"))
 	}
 	if len(t.Skipped) > 0 {
 		fmt.Fprintf(w, "\nskipped (no topicfs binary): %s\n", strings.Join(t.Skipped, ", "))
