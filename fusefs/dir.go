@@ -94,5 +94,16 @@ func entry(ctx context.Context, ch fs.InodeEmbedder, out *fuse.EntryOut) syscall
 	return 0
 }
 
-// staticDir lists fixed entries.
+// childInode returns the child called name if the tree already holds it
+// with attr, else a new inode of mk(). Reusing the existing child matters:
+// a discarded duplicate would have run OnAdd (registering views for
+// notifications) without ever being forgotten.
+func (d *dirBase) childInode(ctx context.Context, name string, attr fs.StableAttr, mk func() fs.InodeEmbedder) *fs.Inode {
+	if ch := d.GetChild(name); ch != nil && ch.StableAttr() == attr {
+		return ch
+	}
+	return d.NewInode(ctx, mk(), attr)
+}
+
+// listDir lists fixed entries.
 func listDir(entries []fuse.DirEntry) fs.DirStream { return fs.NewListDirStream(entries) }

@@ -39,25 +39,29 @@ func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 	if _, _, err := p.fsys.partition(p.loc); err != nil {
 		return nil, syscall.ENOENT
 	}
-	var node fs.InodeEmbedder
+	var mk func() fs.InodeEmbedder
 	mode := uint32(syscall.S_IFREG)
 	switch name {
 	case "append", "append.jsonl":
-		node = &appendNode{fsys: p.fsys, topic: p.loc.topic, gen: p.loc.gen, partition: p.loc.id, jsonl: name == "append.jsonl"}
+		mk = func() fs.InodeEmbedder {
+			return &appendNode{fsys: p.fsys, topic: p.loc.topic, gen: p.loc.gen, partition: p.loc.id, jsonl: name == "append.jsonl"}
+		}
 	case "records", "records.jsonl":
-		node = &viewNode{fsys: p.fsys, loc: p.loc, kind: viewRecords, jsonl: name == "records.jsonl"}
+		mk = func() fs.InodeEmbedder {
+			return &viewNode{fsys: p.fsys, loc: p.loc, kind: viewRecords, jsonl: name == "records.jsonl"}
+		}
 	case "stats":
-		node = &statsNode{fsys: p.fsys, loc: p.loc}
+		mk = func() fs.InodeEmbedder { return &statsNode{fsys: p.fsys, loc: p.loc} }
 	case "by-offset":
-		node, mode = &byOffsetDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+		mk, mode = func() fs.InodeEmbedder { return &byOffsetDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	case "by-time":
-		node, mode = &byTimeDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+		mk, mode = func() fs.InodeEmbedder { return &byTimeDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	case "segments":
-		node, mode = &segmentsDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc}, syscall.S_IFDIR
+		mk, mode = func() fs.InodeEmbedder { return &segmentsDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	default:
 		return nil, syscall.ENOENT
 	}
-	ch := p.NewInode(ctx, node, fs.StableAttr{Mode: mode, Ino: p.loc.ino(name), Gen: p.loc.gen + 1})
+	ch := p.childInode(ctx, name, fs.StableAttr{Mode: mode, Ino: p.loc.ino(name), Gen: p.loc.gen + 1}, mk)
 	return ch, entry(ctx, ch.Operations(), out)
 }
 
@@ -96,8 +100,9 @@ func (d *byOffsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if off < pl.LogStartOffset() || off > pl.LogEndOffset() {
 		return nil, syscall.ENOENT
 	}
-	n := &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByOffset, jsonl: jsonl, offset: off}
-	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name), Gen: d.loc.gen + 1})
+	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
+		return &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByOffset, jsonl: jsonl, offset: off}
+	})
 	return ch, entry(ctx, ch.Operations(), out)
 }
 
@@ -140,8 +145,9 @@ func (d *byTimeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if _, _, err := d.fsys.partition(d.loc); err != nil {
 		return nil, syscall.ENOENT
 	}
-	n := &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByTime, jsonl: jsonl, tspec: spec}
-	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-time", name), Gen: d.loc.gen + 1})
+	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-time", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
+		return &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByTime, jsonl: jsonl, tspec: spec}
+	})
 	if spec.relative {
 		// The start moves with the clock: do not let the kernel keep the
 		// entry (and its size) for long.

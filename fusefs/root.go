@@ -25,8 +25,9 @@ func newRoot(f *fsys) *rootNode { return &rootNode{dirBase{fsys: f}} }
 
 func (r *rootNode) topicChild(ctx context.Context, name string, out *fuse.EntryOut) *fs.Inode {
 	gen := r.fsys.gen(name)
-	n := &topicNode{dirBase: dirBase{fsys: r.fsys}, name: name, gen: gen}
-	ch := r.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(gen, name), Gen: gen + 1})
+	ch := r.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(gen, name), Gen: gen + 1}, func() fs.InodeEmbedder {
+		return &topicNode{dirBase: dirBase{fsys: r.fsys}, name: name, gen: gen}
+	})
 	r.fsys.dirAttr(&out.Attr)
 	return ch
 }

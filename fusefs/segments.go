@@ -45,8 +45,9 @@ func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil, syscall.ENOENT
 	}
-	n := &segFileNode{fsys: d.fsys, path: path}
-	ch := d.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name), Gen: d.loc.gen + 1})
+	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
+		return &segFileNode{fsys: d.fsys, path: path}
+	})
 	return ch, entry(ctx, ch.Operations(), out)
 }
 

@@ -35,8 +35,9 @@ func parsePartitionName(name string) (int, bool) {
 
 func (t *topicNode) partitionChild(ctx context.Context, id int, out *fuse.EntryOut) *fs.Inode {
 	loc := partLoc{topic: t.name, gen: t.gen, id: id}
-	n := &partitionNode{dirBase: dirBase{fsys: t.fsys}, loc: loc}
-	ch := t.NewInode(ctx, n, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: loc.ino(), Gen: t.gen + 1})
+	ch := t.childInode(ctx, strconv.Itoa(id), fs.StableAttr{Mode: syscall.S_IFDIR, Ino: loc.ino(), Gen: t.gen + 1}, func() fs.InodeEmbedder {
+		return &partitionNode{dirBase: dirBase{fsys: t.fsys}, loc: loc}
+	})
 	t.fsys.dirAttr(&out.Attr)
 	return ch
 }
@@ -46,12 +47,14 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if err != nil {
 		return nil, syscall.ENOENT
 	}
-	var node fs.InodeEmbedder
+	var mk func() fs.InodeEmbedder
 	switch name {
 	case "append", "append.jsonl":
-		node = &appendNode{fsys: t.fsys, topic: t.name, gen: t.gen, partition: -1, jsonl: name == "append.jsonl"}
+		mk = func() fs.InodeEmbedder {
+			return &appendNode{fsys: t.fsys, topic: t.name, gen: t.gen, partition: -1, jsonl: name == "append.jsonl"}
+		}
 	case "config":
-		node = &configNode{fsys: t.fsys, topic: t.name, gen: t.gen}
+		mk = func() fs.InodeEmbedder { return &configNode{fsys: t.fsys, topic: t.name, gen: t.gen} }
 	default:
 		id, ok := parsePartitionName(name)
 		if !ok {
@@ -62,7 +65,7 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 		return t.partitionChild(ctx, id, out), 0
 	}
-	ch := t.NewInode(ctx, node, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, name), Gen: t.gen + 1})
+	ch := t.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, name), Gen: t.gen + 1}, mk)
 	return ch, entry(ctx, ch.Operations(), out)
 }
 

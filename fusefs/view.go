@@ -243,9 +243,8 @@ func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	v.mu.Lock()
 	v.mu.opens--
 	var st *viewState
-	var ps *partState
 	if v.mu.opens == 0 && v.mu.st != nil {
-		st, ps = v.mu.st, v.mu.ps
+		st = v.mu.st
 		v.mu.lastSize = st.size()
 		v.mu.lastSegs = st.segments()
 		v.mu.st, v.mu.ps = nil, nil
@@ -254,7 +253,6 @@ func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if st != nil {
 		st.release()
 	}
-	_ = ps
 	return 0
 }
 
