@@ -49,7 +49,16 @@
 // Views. A view is a growing regular file. While it is open its content is
 // pinned (viewState): the segments it started with are retained, so
 // retention and compaction never change bytes already readable; newer
-// segments are added as the log grows. Reads are served through a sparse
+// segments are added as the log grows. The kernel's page cache is per
+// inode, so all handles of one view share one pinned state: a view opened
+// while another handle of it is open sees the same bytes (from the same
+// start), and a view opened after every handle was closed starts afresh
+// (at the new log start, say). A view that stays open keeps the deleted
+// segments it holds on disk (unlinked but open) until it is closed.
+// Corruption found while indexing or reading stops that segment: readers
+// get every good byte before it and then EIO (such views are served with
+// direct I/O, since a short read through the page cache would look like
+// the end of the file), and the log names the segment and position. Reads are served through a sparse
 // rendered-position index per segment and format (segindex.go), built lazily
 // and incrementally and kept in a bounded LRU: after the index exists,
 // Getattr is O(segments) and a seek (tail -n, less +G, dd skip=) costs a
@@ -63,10 +72,16 @@
 // when a segment is indexed; control batches are never shown.
 //
 // Appends. Each open append file frames its own lines (writes may split
-// lines anywhere; offsets are ignored), parses and validates complete lines
-// inside write(2) (EINVAL, EMSGSIZE — nothing of a refused write is
-// applied), and batches records per partition up to batch.size; a timer
-// appends a batch after linger.ms, close(2) appends everything (including a
-// final unterminated line) before it returns, and fsync(2) also makes it
-// durable.
+// lines anywhere; offsets are ignored; O_TRUNC is a no-op), parses and
+// validates complete lines inside write(2) (EINVAL, EMSGSIZE — nothing of
+// a refused write is applied; a line that grows past max.message.bytes
+// without a newline is refused up to and including the write that ends
+// it), and batches records per partition up to batch.size; a timer appends
+// a batch after linger.ms, close(2) appends everything (including a final
+// unterminated line) before it returns and waits (bounded) until the views
+// of the partition have been told of the growth, and fsync(2) also makes
+// it durable. A line begun before a failed write (ENOSPC) is never
+// committed at close as a torn record. Keyless records of a topic-level
+// append go round robin by batch, starting at a different partition for
+// each open.
 package fusefs
