@@ -17,7 +17,7 @@ import (
 )
 
 // openTestPartition opens a partition in a temporary directory.
-func openTestPartition(t *testing.T, cfg engine.Config) *engine.Partition {
+func openTestPartition(t testing.TB, cfg engine.Config) *engine.Partition {
 	t.Helper()
 	p, err := engine.OpenPartition(vfs.OS, filepath.Join(t.TempDir(), "v-0"), "v", 0,
 		engine.PartitionOptions{Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
@@ -27,7 +27,7 @@ func openTestPartition(t *testing.T, cfg engine.Config) *engine.Partition {
 }
 
 // viewRecordsFixture appends n records of varied shapes and returns them.
-func viewRecordsFixture(t *testing.T, p *engine.Partition, n int) []record.Record {
+func viewRecordsFixture(t testing.TB, p *engine.Partition, n int) []record.Record {
 	t.Helper()
 	rng := rand.New(rand.NewSource(1))
 	var all []record.Record
