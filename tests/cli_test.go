@@ -256,6 +256,16 @@ bytes = 1048576
 	assert.DirExists(t, filepath.Join(data, "orders-2"))
 }
 
+// TestMountDataFlagOverridesLogDirs: --data wins over log.dirs.
+func TestMountDataFlagOverridesLogDirs(t *testing.T) {
+	fromConfig := filepath.Join(t.TempDir(), "from-config")
+	m := startMount(t, mountOpts{Config: `"log.dirs" = "` + fromConfig + `"`})
+	assert.Contains(t, m.Stderr(), "(data "+m.Data+")")
+	m.Sh(t, `mkdir "$MNT/flag"`)
+	assert.DirExists(t, filepath.Join(m.Data, "flag-0"))
+	assert.NoDirExists(t, fromConfig)
+}
+
 // TestMountHelper drives contrib/mount.topicfs as mount(8) would for the
 // fstab line `DATA MNT fuse.topicfs defaults,_netdev 0 0`.
 func TestMountHelper(t *testing.T) {
