@@ -119,7 +119,7 @@ func TestReadmeTour(t *testing.T) {
 // configDoc is the README's description of one setting.
 type configDoc struct {
 	meaning string
-	kafka   string // Kafka's name where it differs ("" = the same)
+	kafka   string // the broker-wide name of a topic setting, or where the setting comes from
 }
 
 // configDocs describes every engine.ConfigNames() entry. A new setting
@@ -141,12 +141,12 @@ var configDocs = map[string]configDoc{
 	"file.delete.delay.ms":           {"how long deleted segments (`*.deleted`) stay readable before they are unlinked", "log.segment.delete.delay.ms (broker)"},
 	"flush.messages":                 {"fsync after this many appended records (default: never forced)", "log.flush.interval.messages (broker)"},
 	"flush.ms":                       {"fsync when this long passed since the last fsync (default: never forced)", "log.flush.interval.ms (broker)"},
-	"compression.type":               {"codec of batches appended through the mount: `producer` (= none here), `none`, `gzip`, `snappy`, `lz4`, `zstd`", ""},
+	"compression.type":               {"codec of batches appended through the mount: `producer` (= none here), `none`, `gzip`, `snappy`, `lz4`, `zstd`", "compression.type (broker, same name)"},
 	"max.message.bytes":              {"largest record batch accepted; a larger record fails with EMSGSIZE", "message.max.bytes (broker)"},
 	"message.timestamp.type":         {"`CreateTime` keeps the writer's timestamp; `LogAppendTime` stamps the append time", "log.message.timestamp.type (broker)"},
 	"num.partitions":                 {"partitions of a topic created with mkdir", "broker only in Kafka"},
-	"log.cleaner.threads":            {"mount-wide: cleaner threads (partitions compacted at once)", ""},
-	"log.cleaner.dedupe.buffer.size": {"mount-wide: memory of the cleaner's key → offset map", ""},
+	"log.cleaner.threads":            {"mount-wide: cleaner threads (partitions compacted at once)", "broker config, same name"},
+	"log.cleaner.dedupe.buffer.size": {"mount-wide: memory of the cleaner's key → offset map", "broker config, same name"},
 	"batch.size":                     {"bytes of records from one open file grouped into one batch", "producer config"},
 	"linger.ms":                      {"longest wait for more records before a batch is appended (and visible)", "producer config"},
 	"parse.key":                      {"split each appended line into key, key.separator, value", "kafka-console-producer property"},
@@ -165,7 +165,7 @@ func configTable(t *testing.T) string {
 	t.Helper()
 	def := engine.DefaultConfig()
 	var b strings.Builder
-	b.WriteString("| name | default | meaning | Kafka's name, where different |\n")
+	b.WriteString("| name | default | meaning | Kafka: broker-wide name, or origin |\n")
 	b.WriteString("| --- | --- | --- | --- |\n")
 	for _, name := range engine.ConfigNames() {
 		doc, ok := configDocs[name]
