@@ -105,6 +105,18 @@ func TestMountStartupErrors(t *testing.T) {
 	}
 }
 
+// TestMountFailureRemovesCreatedMountpoint: a mountpoint created by a start
+// that then fails is removed again.
+func TestMountFailureRemovesCreatedMountpoint(t *testing.T) {
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "new-mnt")
+	_, errOut, code := runTopicfs(t, nil, "mount", "--read-only", "--data", filepath.Join(dir, "no-data"), mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "topicfs: created mountpoint "+mnt+"\n")
+	assert.Contains(t, errOut, "topicfs mount: data directory")
+	assert.NoDirExists(t, mnt)
+}
+
 func TestMountStopAndRemountKeepsRecords(t *testing.T) {
 	m := startMount(t, mountOpts{})
 	assert.Contains(t, m.Stderr(), "topicfs: mounted "+m.Dir+" (data "+m.Data+")")

@@ -115,10 +115,17 @@ func runMount(o *mountOptions, args []string, e *env) int {
 			return e.fail(cmd, "%v", err)
 		}
 	}
-	mnt, err := prepareMountpoint(args[0], func(msg string) { fmt.Fprintln(e.stderr, msg) })
+	mnt, created, err := prepareMountpoint(args[0], func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
 		return e.fail(cmd, "%v", err)
 	}
+	// A mountpoint this run created is removed again if the mount fails.
+	mounted := false
+	defer func() {
+		if created && !mounted {
+			_ = os.Remove(mnt)
+		}
+	}()
 	if within(dataDir, mnt) {
 		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, mnt)
 	}
@@ -193,6 +200,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		return e.fail(cmd, "cannot mount %s: %v", mnt, mountErr(err))
 	}
 
+	mounted = true
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 	// The connection number lets a stuck shutdown abort the mount (fusectl);

@@ -15,15 +15,27 @@ import (
 // absolute. A missing mountpoint is created when its parent exists. A stale FUSE mount left by a killed process ("Transport endpoint
 // is not connected") is cleared with a lazy unmount; note is called to say so.
 // Every error is one line that says what to do.
-func prepareMountpoint(path string, note func(string)) (string, error) {
+// created reports whether it made the directory (so a failed start can
+// remove it again).
+func prepareMountpoint(path string, note func(string)) (mnt string, created bool, err error) {
+	mnt, created, err = prepareMountpointDir(path, note)
+	if err != nil && created {
+		_ = os.Remove(mnt)
+		created = false
+	}
+	return mnt, created, err
+}
+
+func prepareMountpointDir(path string, note func(string)) (string, bool, error) {
+	created := false
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("mountpoint %s: %v", path, err)
+		return abs, created, fmt.Errorf("mountpoint %s: %v", path, err)
 	}
 	_, err = os.Stat(abs)
 	if isStale(err) {
 		if uerr := unix.Unmount(abs, unix.MNT_DETACH); uerr != nil {
-			return "", fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, unwrapErrno(err), uerr, abs)
+			return abs, created, fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, unwrapErrno(err), uerr, abs)
 		}
 		note(fmt.Sprintf("topicfs: cleared a stale mount at %s (transport endpoint was not connected; lazy unmount)", abs))
 		_, err = os.Stat(abs)
@@ -34,21 +46,23 @@ func prepareMountpoint(path string, note func(string)) (string, error) {
 		// a tree of directories.
 		parent := filepath.Dir(abs)
 		if pfi, perr := os.Stat(parent); perr != nil || !pfi.IsDir() {
-			return "", fmt.Errorf("mountpoint %s does not exist, nor does its parent %s (create it with: mkdir -p %s)", abs, parent, abs)
+			return abs, created, fmt.Errorf("mountpoint %s does not exist, nor does its parent %s (create it with: mkdir -p %s)", abs, parent, abs)
 		}
-		if merr := os.Mkdir(abs, 0o755); merr != nil && !errors.Is(merr, os.ErrExist) {
-			return "", fmt.Errorf("mountpoint %s does not exist and cannot be created: %v", abs, unwrapErrno(merr))
+		merr := os.Mkdir(abs, 0o755)
+		if merr != nil && !errors.Is(merr, os.ErrExist) {
+			return abs, created, fmt.Errorf("mountpoint %s does not exist and cannot be created: %v", abs, unwrapErrno(merr))
 		}
+		created = merr == nil
 		note(fmt.Sprintf("topicfs: created mountpoint %s", abs))
 		_, err = os.Stat(abs)
 	}
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("mountpoint %s does not exist (create it with: mkdir -p %s)", abs, abs)
+		return abs, created, fmt.Errorf("mountpoint %s does not exist (create it with: mkdir -p %s)", abs, abs)
 	case errors.Is(err, os.ErrPermission):
-		return "", fmt.Errorf("mountpoint %s: permission denied", abs)
+		return abs, created, fmt.Errorf("mountpoint %s: permission denied", abs)
 	case err != nil:
-		return "", fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
+		return abs, created, fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
 	}
 	// Resolve symlinks so the mountinfo comparison sees the real path.
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
@@ -56,10 +70,10 @@ func prepareMountpoint(path string, note func(string)) (string, error) {
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
+		return abs, created, fmt.Errorf("mountpoint %s: %v", abs, unwrapErrno(err))
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+		return abs, created, fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
 	fstype, ok := mountedAt(abs)
 	if ok && strings.HasPrefix(fstype, "fuse") {
@@ -68,16 +82,16 @@ func prepareMountpoint(path string, note func(string)) (string, error) {
 		var st unix.Statfs_t
 		if serr := unix.Statfs(abs, &st); isStale(serr) {
 			if uerr := unix.Unmount(abs, unix.MNT_DETACH); uerr != nil {
-				return "", fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, serr, uerr, abs)
+				return abs, created, fmt.Errorf("mountpoint %s holds a stale mount (%v) that could not be cleared: %v; run: umount -l %s", abs, serr, uerr, abs)
 			}
 			note(fmt.Sprintf("topicfs: cleared a stale mount at %s (transport endpoint was not connected; lazy unmount)", abs))
 			fstype, ok = mountedAt(abs)
 		}
 	}
 	if ok {
-		return "", fmt.Errorf("mountpoint %s is busy: already mounted (%s); unmount it first (umount %s)", abs, fstype, abs)
+		return abs, created, fmt.Errorf("mountpoint %s is busy: already mounted (%s); unmount it first (umount %s)", abs, fstype, abs)
 	}
-	return abs, nil
+	return abs, created, nil
 }
 
 // isStale reports an error that a dead FUSE server's mount gives on access.
