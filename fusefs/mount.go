@@ -56,6 +56,8 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, err
 		MaxWrite: 1 << 20,
 		// tail -f readers of many partitions each hold a request slot.
 		MaxBackground: 64,
+		// Views use direct I/O (see viewNode.Open); let them be mmapped.
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

@@ -44,11 +44,6 @@ type viewNode struct {
 		mtime    time.Time
 		seen     bool
 		seenSize int64
-		// What the kernel may have cached from the last state: a new
-		// state keeps the page cache only if it shows the same bytes.
-		lastSegs []segmentReader
-		lastFrom int64
-		lastSize int64
 	}
 }
 
@@ -178,8 +173,19 @@ type viewHandle struct {
 }
 
 // Open pins the view's content (see viewState) for as long as any handle
-// is open. The page cache is kept (FOPEN_KEEP_CACHE) when the new state
-// shows the same bytes as the one the kernel may have cached pages of.
+// is open, and serves it with direct I/O (FOPEN_DIRECT_IO), bypassing the
+// page cache. Through the page cache, a READ that ends at the old end of
+// a growing view is answered short; if the kernel has meanwhile learned a
+// larger size (a GETATTR answered between the READ's request and its
+// reply), it keeps that page zero-filled past the old end, and readers see
+// NUL bytes (observed under the load test). Invalidating pages from a
+// notifier closes only part of that window and can wedge the process in D
+// state if it dies while a READ holds the page lock. With direct I/O every
+// read(2) reaches Read, which serves exactly the view's bytes up to its
+// current end (so cat sees an append at once, whatever the cached size),
+// and a short read is just a short read (corruption: good bytes, then
+// EIO). Rendering, not the FUSE round trip, bounds the throughput.
+// MAP_SHARED mmap still works (CAP_DIRECT_IO_ALLOW_MMAP).
 func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if v.fsys.opts.ReadOnly {
@@ -189,32 +195,15 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	keep := true
 	if v.mu.st == nil {
 		st, ps, err := v.newState(ctx)
 		if err != nil {
 			return nil, 0, v.fsys.errno("open", err)
 		}
-		segs := st.segments()
-		keep = st.from == v.mu.lastFrom && st.size() >= v.mu.lastSize && len(v.mu.lastSegs) > 0
-		for i := 0; keep && i < len(segs) && i < len(v.mu.lastSegs); i++ {
-			keep = segs[i] == v.mu.lastSegs[i]
-		}
 		v.mu.st, v.mu.ps = st, ps
-		v.mu.lastFrom, v.mu.lastSegs = st.from, segs
 	}
 	v.mu.opens++
-	fl := uint32(0)
-	switch {
-	case v.mu.st.corrupt():
-		// The reader must see the good bytes and then EIO. Through the
-		// page cache a short read would look like the end of the file
-		// (the kernel zero-fills and shrinks its size), so bypass it.
-		fl = fuse.FOPEN_DIRECT_IO
-	case keep:
-		fl = fuse.FOPEN_KEEP_CACHE
-	}
-	return &viewHandle{}, fl, 0
+	return &viewHandle{}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -245,8 +234,6 @@ func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	var st *viewState
 	if v.mu.opens == 0 && v.mu.st != nil {
 		st = v.mu.st
-		v.mu.lastSize = st.size()
-		v.mu.lastSegs = st.segments()
 		v.mu.st, v.mu.ps = nil, nil
 	}
 	v.mu.Unlock()

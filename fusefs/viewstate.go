@@ -198,17 +198,6 @@ func (st *viewState) size() int64 {
 	return st.mu.size
 }
 
-// segments returns the held segments (for cache identity checks).
-func (st *viewState) segments() []segmentReader {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]segmentReader, len(st.mu.segs))
-	for i, h := range st.mu.segs {
-		out[i] = h.key.seg
-	}
-	return out
-}
-
 // release lets go of the held segments.
 func (st *viewState) release() {
 	st.mu.Lock()
