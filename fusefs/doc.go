@@ -49,27 +49,35 @@
 // Views. A view is a growing regular file. While it is open its content is
 // pinned (viewState): the segments it started with are retained, so
 // retention and compaction never change bytes already readable; newer
-// segments are added as the log grows. The kernel's page cache is per
-// inode, so all handles of one view share one pinned state: a view opened
-// while another handle of it is open sees the same bytes (from the same
-// start), and a view opened after every handle was closed starts afresh
-// (at the new log start, say). A view that stays open keeps the deleted
-// segments it holds on disk (unlinked but open) until it is closed.
+// segments are added as the log grows. Size and mtime are per inode (fstat
+// of tail -f carries no file handle), so all handles of one view share one
+// pinned state: a view opened while another handle of it is open sees the
+// same bytes (from the same start), and a view opened after every handle
+// was closed starts afresh (at the new log start, say). A view that stays
+// open keeps the deleted segments it holds on disk (unlinked but open)
+// until it is closed.
+//
+// Reads are served through a sparse rendered-position index per segment
+// and format (segindex.go), built lazily and incrementally and kept in a
+// bounded LRU: after the index exists, Getattr is O(segments) and a seek
+// (tail -n, less +G, dd skip=) costs a binary search plus at most one
+// 64 KiB index interval of rendering. The first stat of a view after
+// mounting scans the partition once to build it.
+//
+// Views are served with direct I/O (see viewNode.Open for why not the page
+// cache: short reads at a growing end race with GETATTR and leave NUL-filled
+// pages), a 1 s attribute timeout and an exact size and mtime in Getattr. A
+// notifier goroutine per partition whose views the kernel knows, woken by
+// the engine after each append and rate-limited to every 20 ms, refreshes
+// open views and calls NotifyContent(-1, 0) (attributes only: page-range
+// invalidation can leave the process unkillable), so tail -f sees a new
+// record within its one-second poll; close(2) of an append file waits
+// (bounded) for that round, so "echo x >> append; cat records" is exact.
 // Corruption found while indexing or reading stops that segment: readers
-// get every good byte before it and then EIO (such views are served with
-// direct I/O, since a short read through the page cache would look like
-// the end of the file), and the log names the segment and position. Reads are served through a sparse
-// rendered-position index per segment and format (segindex.go), built lazily
-// and incrementally and kept in a bounded LRU: after the index exists,
-// Getattr is O(segments) and a seek (tail -n, less +G, dd skip=) costs a
-// binary search plus at most one 64 KiB index interval of rendering. The
-// first stat of a view after mounting scans the partition once to build it.
-// Views use the page cache with FOPEN_KEEP_CACHE and a 1 s attribute
-// timeout; a notifier goroutine per partition with open views, woken by the
-// engine after each append and rate-limited to every 20 ms, calls
-// NotifyContent(-1, 0) (attributes only) so tail -f sees new records well within a
-// second. Aborted transactions are hidden using the .txnindex entries known
-// when a segment is indexed; control batches are never shown.
+// get every good byte before it and then EIO, views starting after it read
+// normally, and the log names the segment and position. Aborted
+// transactions are hidden using the .txnindex entries known when a segment
+// is indexed; control batches are never shown.
 //
 // Appends. Each open append file frames its own lines (writes may split
 // lines anywhere; offsets are ignored; O_TRUNC is a no-op), parses and
