@@ -159,7 +159,7 @@ func (w *crashWriter) run(mnt string, rng *rand.Rand, stop <-chan struct{}, fail
 			}
 		}
 		start := int(w.attempted.Load())
-		n := 1 + rng.IntN(30)
+		n := 1 + rng.IntN(15)
 		var buf bytes.Buffer
 		for s := start; s < start+n; s++ {
 			buf.WriteString(w.line(s))
