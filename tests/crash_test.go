@@ -238,7 +238,7 @@ func (r *crashRun) validLine(topic, line string) error {
 	}
 	w, seq, ok := relParsePayload(line)
 	if !ok {
-		return fmt.Errorf("line %q is not a written record", line)
+		return fmt.Errorf("line %.80q (%d bytes) is not a written record", line, len(line))
 	}
 	wr := r.byID[w]
 	if wr == nil || wr.topic != topic {
