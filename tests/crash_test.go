@@ -754,6 +754,15 @@ func TestDiskFullENOSPC(t *testing.T) {
 	_, errOut, err = m.ShErr(`dd if=` + big + ` of=$MNT/full/0/append oflag=append conv=notrunc,fsync bs=64k status=none`)
 	require.Error(t, err, "dd conv=fsync into a full disk must fail")
 	assert.Contains(t, errOut, msgENOSPC)
+	// bash's echo reports only write(2) errors, not close(2) ones: a record
+	// it reports as written must not be silently dropped.
+	_, errOut, err = m.ShErr(`echo again-echo >> $MNT/full/0/append`)
+	if err != nil {
+		assert.Contains(t, errOut, msgENOSPC, "echo into a full disk")
+	} else {
+		assert.Contains(t, linesOf(m.Sh(t, `cat $MNT/full/0/records`)), "again-echo",
+			"echo into a full disk exited 0, so its record must be in the log (not silently dropped)")
+	}
 
 	// Reads keep working and show every acknowledged record.
 	verifyFull := func(stage string) {
