@@ -19,7 +19,8 @@ package tests
 // and during the run no reader ever got bytes that were not a written record.
 // Every tenth cycle stops cleanly instead and runs `topicfs check DIR`.
 //
-// Knobs: TOPICFS_CRASH_CYCLES (default 30), TOPICFS_CRASH_SEED.
+// Knobs: TOPICFS_CRASH_CYCLES (default 33: 30 SIGKILLs, 3 clean stops),
+// TOPICFS_CRASH_SEED.
 
 import (
 	"bytes"
@@ -369,7 +370,7 @@ func (r *crashRun) follow(topic, path string, stop <-chan struct{}) {
 }
 
 func TestCrashKillCycles(t *testing.T) {
-	cycles := envInt("TOPICFS_CRASH_CYCLES", 30)
+	cycles := envInt("TOPICFS_CRASH_CYCLES", 33) // 30 SIGKILLs + 3 clean stops
 	seed := uint64(envInt("TOPICFS_CRASH_SEED", int(time.Now().UnixNano()%1e12)))
 	t.Logf("crash test: %d cycles, seed %d (set TOPICFS_CRASH_SEED to replay)", cycles, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
