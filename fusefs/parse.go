@@ -5,9 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -81,15 +81,12 @@ func parseJSONLine(line []byte) (record.Record, error) {
 	if len(line) == 0 || line[0] != '{' {
 		return r, fmt.Errorf("%w: a JSON line must be an object", errParse)
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	var jl jsonLine
-	if err := dec.Decode(&jl); err != nil {
+	if err := json.Unmarshal(line, &jl); err != nil { // also refuses trailing data
 		return r, fmt.Errorf("%w: %v", errParse, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return r, fmt.Errorf("%w: trailing data after the JSON object", errParse)
+	if err := checkKeys(line, jsonLineKeys); err != nil {
+		return r, err
 	}
 	var err error
 	if r.Key, err = jsonBytes(jl.Key, jl.KeyEncoding, "key"); err != nil {
@@ -111,6 +108,66 @@ func isNull(raw json.RawMessage) bool {
 	return raw == nil || string(bytes.TrimSpace(raw)) == "null"
 }
 
+// jsonLineKeys are the fields an append.jsonl object may have, spelled
+// exactly (encoding/json alone would also take "VALUE" for "value").
+var jsonLineKeys = map[string]bool{
+	"offset": true, "timestamp": true, "key": true, "key_encoding": true,
+	"value": true, "value_encoding": true, "headers": true,
+}
+
+// checkKeys refuses a key of the top-level object of obj (syntactically
+// valid JSON) that is not in allowed.
+func checkKeys(obj []byte, allowed map[string]bool) error {
+	depth := 0
+	expectKey := false
+	for i := 0; i < len(obj); i++ {
+		switch c := obj[i]; c {
+		case '{', '[':
+			depth++
+			expectKey = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		case '"':
+			j := i + 1
+			escaped := false
+			for ; j < len(obj) && obj[j] != '"'; j++ {
+				if obj[j] == '\\' {
+					escaped = true
+					j++
+				}
+			}
+			if expectKey {
+				key := string(obj[i+1 : j])
+				if escaped {
+					if err := json.Unmarshal(obj[i:j+1], &key); err != nil {
+						return fmt.Errorf("%w: %v", errParse, err)
+					}
+				}
+				if !allowed[key] {
+					return fmt.Errorf("%w: unknown field %q", errParse, key)
+				}
+				expectKey = false
+			}
+			i = j
+		}
+	}
+	return nil
+}
+
+// jsonString decodes a JSON string literal; literals without escapes and
+// with valid UTF-8 (the usual case) are taken as they are.
+func jsonString(raw []byte) (string, error) {
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
 // jsonBytes decodes a key, value or header value.
 func jsonBytes(raw json.RawMessage, encoding, what string) ([]byte, error) {
 	switch encoding {
@@ -128,8 +185,8 @@ func jsonBytes(raw json.RawMessage, encoding, what string) ([]byte, error) {
 		}
 		return append(make([]byte, 0, len(raw)), raw...), nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, err := jsonString(raw)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errParse, what, err)
 	}
 	if encoding == "base64" {
