@@ -29,7 +29,7 @@ func TestQuickEngineTable(t *testing.T) {
 		Quick:    true,
 		Dir:      t.TempDir(),
 		Only:     []string{"engine-append", "engine-read"},
-		Sizes:    Sizes{Append: 1 << 20, Read: 2 << 20},
+		Sizes:    Sizes{Append: 256 << 10, Read: 1 << 20},
 		Progress: &progress,
 	})
 	require.NoError(t, err, progress.String())
@@ -156,9 +156,10 @@ func TestTablePrint(t *testing.T) {
 }
 
 func TestPoolChunks(t *testing.T) {
+	require.Equal(t, genPool(7, 64<<10).b, genPool(7, 64<<10).b, "deterministic")
 	p := newPool(7)
-	q := newPool(7)
-	require.Equal(t, p.b, q.b, "deterministic")
+	assert.Same(t, p, newPool(7), "generated once")
+	assert.Len(t, p.b, poolSize)
 	assert.NotContains(t, string(p.b), "\n")
 	// Consecutive chunks are consecutive bytes of the pool, so a batch of
 	// values cut from one chunk holds exactly the chunk.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // poolSize is the length of the byte pool values are cut from: large enough
@@ -24,10 +25,32 @@ var words = []string{
 // pool is a deterministic byte pool of printable text without '\n'.
 type pool struct{ b []byte }
 
+var pools struct {
+	sync.Mutex
+	m map[uint64]*pool
+}
+
+// newPool returns the pool for seed, generated once per process (pools are
+// read-only).
 func newPool(seed uint64) *pool {
+	pools.Lock()
+	defer pools.Unlock()
+	if p, ok := pools.m[seed]; ok {
+		return p
+	}
+	if pools.m == nil {
+		pools.m = map[uint64]*pool{}
+	}
+	p := genPool(seed, poolSize)
+	pools.m[seed] = p
+	return p
+}
+
+// genPool generates size bytes of text from seed.
+func genPool(seed uint64, size int) *pool {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, 0, poolSize+64)
-	for len(b) < poolSize {
+	b := make([]byte, 0, size+64)
+	for len(b) < size {
 		x := rng.Uint64() // one draw picks the token and its separator
 		switch x & 7 {
 		case 0, 1:
@@ -41,7 +64,7 @@ func newPool(seed uint64) *pool {
 		}
 		b = append(b, " =,:;"[(x>>48)%5])
 	}
-	return &pool{b: b[:poolSize]}
+	return &pool{b: b[:size]}
 }
 
 // chunk returns the i-th run of n bytes, wrapping around the pool. A batch
