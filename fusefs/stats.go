@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/policies"
 )
 
@@ -39,10 +39,42 @@ type partitionStats struct {
 	FirstTimestamp int64                    `json:"first_timestamp"` // -1: empty
 	LastTimestamp  int64                    `json:"last_timestamp"`  // -1: empty
 	RecoveryPoint  int64                    `json:"recovery_point"`
-	ActiveSegment  *engine.SegmentInfo      `json:"active_segment,omitempty"`
-	Counters       engine.PartitionStats    `json:"counters"`
+	ActiveSegment  *segmentStats            `json:"active_segment,omitempty"`
+	Counters       counterStats             `json:"counters"`
 	Policies       *policies.PartitionState `json:"policies"`
 	Explanations   []string                 `json:"explanations,omitempty"`
+}
+
+// segmentStats describes the active segment in stats (snake_case like the
+// rest of the file).
+type segmentStats struct {
+	BaseOffset   int64     `json:"base_offset"`
+	NextOffset   int64     `json:"next_offset"`
+	SizeBytes    int64     `json:"size_bytes"`
+	MaxTimestamp int64     `json:"max_timestamp"`
+	Created      time.Time `json:"created"`
+}
+
+// counterStats are the partition's engine counters since it was opened.
+type counterStats struct {
+	BytesAppended   int64 `json:"bytes_appended"`
+	RecordsAppended int64 `json:"records_appended"`
+	BatchesAppended int64 `json:"batches_appended"`
+	BytesRead       int64 `json:"bytes_read"`
+	Reads           int64 `json:"reads"`
+	Flushes         int64 `json:"flushes"`
+	Rolls           int64 `json:"rolls"`
+	SegmentsDeleted int64 `json:"segments_deleted"`
+	Corruptions     int64 `json:"corruptions"`
+}
+
+func countersOf(p partitionLog) counterStats {
+	c := p.Stats()
+	return counterStats{
+		BytesAppended: c.BytesAppended, RecordsAppended: c.RecordsAppended, BatchesAppended: c.BatchesAppended,
+		BytesRead: c.BytesRead, Reads: c.Reads, Flushes: c.Flushes, Rolls: c.Rolls,
+		SegmentsDeleted: c.SegmentsDeleted, Corruptions: c.Corruptions,
+	}
 }
 
 func (s *statsNode) render() ([]byte, error) {
@@ -58,7 +90,7 @@ func (s *statsNode) render() ([]byte, error) {
 		FirstTimestamp: -1,
 		LastTimestamp:  -1,
 		RecoveryPoint:  p.RecoveryPoint(),
-		Counters:       p.Stats(),
+		Counters:       countersOf(p),
 	}
 	infos := p.Segments()
 	st.SegmentCount = len(infos)
@@ -67,9 +99,8 @@ func (s *statsNode) render() ([]byte, error) {
 		if infos[i].NextOffset > infos[i].BaseOffset && infos[i].MaxTimestamp > st.LastTimestamp {
 			st.LastTimestamp = infos[i].MaxTimestamp
 		}
-		if infos[i].Active {
-			a := infos[i]
-			st.ActiveSegment = &a
+		if a := infos[i]; a.Active {
+			st.ActiveSegment = &segmentStats{BaseOffset: a.BaseOffset, NextOffset: a.NextOffset, SizeBytes: a.Size, MaxTimestamp: a.MaxTimestamp, Created: a.Created}
 		}
 	}
 	st.FirstTimestamp = firstTimestamp(p)
