@@ -179,18 +179,6 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	return oldSize, st.mu.size, err
 }
 
-// corrupt reports whether a held segment has corruption the view stops at.
-func (st *viewState) corrupt() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, h := range st.mu.segs {
-		if h.bad != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // size is the rendered length the view shows now.
 func (st *viewState) size() int64 {
 	st.mu.Lock()
