@@ -47,6 +47,9 @@ const (
 	CleanShutdownFile = "topicfs-clean-shutdown"
 	// TopicsConfigFile persists per-topic config overrides altered at run time.
 	TopicsConfigFile = "topicfs-topics.json"
+	// CreatingTopicFile records a CreateTopic in progress ("<topic> <n>"),
+	// so that the next open completes one a crash interrupted.
+	CreatingTopicFile = "topicfs-creating-topic"
 	// MetadataTopic is KRaft's metadata log; Kafka loads it separately and it
 	// is not shown as a topic.
 	MetadataTopic = "__cluster_metadata"
@@ -251,6 +254,9 @@ func (d *LogDir) load() error {
 		return err
 	}
 	d.persisted = persisted
+	if err := d.finishCreatingTopic(); err != nil {
+		return err
+	}
 
 	entries, err := d.fs.ReadDir(d.path)
 	if err != nil {
@@ -501,10 +507,28 @@ func (d *LogDir) partitionDir(topic string, p int) string {
 	return filepath.Join(d.path, topic+"-"+strconv.Itoa(p))
 }
 
-// CreateTopic creates a topic with partitions 0..n-1: it creates and syncs the
-// directories, then opens each partition. Errors wrap ErrInvalidTopic (bad
-// name, or the reserved metadata topic), ErrTopicExists, ErrInvalidConfig
-// (n < 1), ErrReadOnly or ErrClosed. On failure nothing is left behind.
+// CreateTopic creates a topic with partitions 0..n-1. partitions == 0 means
+// the topic's effective num.partitions (the defaults with its [topics.NAME]
+// overrides applied); a negative count is ErrInvalidConfig. Errors wrap
+// ErrInvalidTopic (bad name, or the reserved metadata topic), ErrTopicExists,
+// ErrInvalidConfig, ErrReadOnly or ErrClosed. On failure nothing is left
+// behind (unless the process dies: see below).
+//
+// Creation is all or nothing across a crash. The topic becomes visible only
+// once every partition directory exists and is open, and on disk:
+//
+//  1. topicfs-creating-topic ("<topic> <n>") is written atomically (tmp,
+//     fsync, rename, fsync of the data dir): the intent is durable;
+//  2. every <topic>-<p> directory is created and the data dir synced once;
+//  3. the partitions are opened and the marker is removed (unsynced: a
+//     stale marker is harmless, see below).
+//
+// A crash before 1 completes leaves no marker and no directory (none was
+// made yet). After 1, the next read-write open finds the marker and rolls the
+// creation forward, making whichever of the n directories are missing, so
+// the topic comes back with all its partitions even if CreateTopic never
+// returned. Rolling forward is idempotent: a stale marker for a topic that
+// exists whole changes nothing. A read-only open cannot repair and logs it.
 func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
 	if err := ValidTopicName(name); err != nil {
 		return nil, err
@@ -512,7 +536,7 @@ func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
 	if name == MetadataTopic {
 		return nil, fmt.Errorf("%w: %q is reserved", ErrInvalidTopic, name)
 	}
-	if partitions < 1 {
+	if partitions < 0 {
 		return nil, fmt.Errorf("%w: a topic needs at least one partition, got %d", ErrInvalidConfig, partitions)
 	}
 	d.admin.Lock()
@@ -523,20 +547,37 @@ func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
 	if _, err := d.Topic(name); err == nil {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
 	}
+	cfg, err := d.topicConfig(name)
+	if err != nil {
+		return nil, err
+	}
+	if partitions == 0 {
+		partitions = int(cfg.NumPartitions)
+		if partitions < 1 { // Config validation forbids it; be safe anyway
+			return nil, fmt.Errorf("%w: num.partitions of %q is %d", ErrInvalidConfig, name, cfg.NumPartitions)
+		}
+	}
 	for p := range partitions {
 		if _, err := d.fs.Stat(d.partitionDir(name, p)); err == nil {
 			return nil, fmt.Errorf("%w: directory %s already exists", ErrTopicExists, d.partitionDir(name, p))
 		}
 	}
-	cfg, err := d.topicConfig(name)
-	if err != nil {
-		return nil, err
+	marker := filepath.Join(d.path, CreatingTopicFile)
+	if err := vfs.WriteFileAtomic(d.fs, marker, fmt.Appendf(nil, "%s %d\n", name, partitions), 0o644); err != nil {
+		_ = d.fs.Remove(marker)
+		return nil, fmt.Errorf("engine: write %s: %w", CreatingTopicFile, err)
 	}
 	t := &Topic{d: d, name: name}
 	t.mu.cfg = cfg
-	parts, err := d.createPartitions(name, cfg, 0, partitions)
+	parts, err := d.createPartitions(name, cfg, 0, partitions, marker)
 	if err != nil {
 		return nil, err
+	}
+	// Unsynced on purpose: if the removal is lost, the next open rolls a
+	// whole topic "forward", which changes nothing. Any later SyncDir of the
+	// data dir (DeleteTopic, checkpoints, Close) makes the removal durable.
+	if err := d.fs.Remove(marker); err != nil {
+		d.log.Warn("removing topic creation marker", "file", marker, "err", err)
 	}
 	t.mu.parts = parts
 	d.mu.Lock()
@@ -547,12 +588,16 @@ func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
 }
 
 // createPartitions creates, syncs and opens partitions [from, to) of topic.
-// On failure it closes and removes what it created. Callers hold d.admin.
-func (d *LogDir) createPartitions(topic string, cfg Config, from, to int) ([]*Partition, error) {
+// On failure it closes and removes what it created, and the extra files
+// named (a creation marker). Callers hold d.admin.
+func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra ...string) ([]*Partition, error) {
 	var made []string
 	undo := func() {
 		for _, dir := range made {
 			_ = d.fs.RemoveAll(dir)
+		}
+		for _, f := range extra {
+			_ = d.fs.Remove(f)
 		}
 		_ = d.fs.SyncDir(d.path)
 	}
@@ -589,6 +634,56 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int) ([]*Pa
 		parts = append(parts, part)
 	}
 	return parts, nil
+}
+
+// finishCreatingTopic rolls forward a CreateTopic that a crash interrupted
+// (see CreateTopic): it makes the missing partition directories the marker
+// names, syncs the data dir and removes the marker. Read-only, it only logs.
+// A marker that cannot be parsed is logged and removed: it was written
+// atomically, so that cannot come from a crash of ours.
+func (d *LogDir) finishCreatingTopic() error {
+	marker := filepath.Join(d.path, CreatingTopicFile)
+	data, err := vfs.ReadFile(d.fs, marker)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: read %s: %w", CreatingTopicFile, err)
+	}
+	name, count, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	n, perr := strconv.Atoi(count)
+	valid := perr == nil && n >= 1 && ValidTopicName(name) == nil && name != MetadataTopic
+	if d.readOnly {
+		if valid {
+			d.log.Warn("topic creation was interrupted by a crash; a read-write open completes it", "topic", name, "partitions", n)
+		}
+		return nil
+	}
+	if valid {
+		missing := 0
+		for p := range n {
+			dir := d.partitionDir(name, p)
+			if _, err := d.fs.Stat(dir); err == nil {
+				continue
+			}
+			if err := d.fs.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("engine: complete creation of topic %s: %w", name, err)
+			}
+			missing++
+		}
+		if missing > 0 {
+			d.log.Warn("completed a topic creation interrupted by a crash", "topic", name, "partitions", n, "created", missing)
+		}
+	} else {
+		d.log.Warn("removing unreadable topic creation marker", "file", marker, "content", string(data))
+	}
+	if err := d.fs.SyncDir(d.path); err != nil {
+		return fmt.Errorf("engine: sync data dir: %w", err)
+	}
+	if err := d.fs.Remove(marker); err != nil {
+		return fmt.Errorf("engine: remove %s: %w", CreatingTopicFile, err)
+	}
+	return nil
 }
 
 // DeleteTopic removes a topic as Kafka does: it closes the partitions, renames

@@ -164,7 +164,7 @@ func TestLogDirCreateDeleteReopen(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidTopic)
 			_, err = d.CreateTopic(MetadataTopic, 1)
 			assert.ErrorIs(t, err, ErrInvalidTopic)
-			_, err = d.CreateTopic("zero", 0)
+			_, err = d.CreateTopic("negative", -1)
 			assert.ErrorIs(t, err, ErrInvalidConfig)
 
 			assert.Equal(t, []string{"audit.log", "gone", "orders"}, ldNames(d.Topics()))
@@ -632,6 +632,138 @@ func TestLogDirCrashAtEveryOp(t *testing.T) {
 		}
 		require.Less(t, n, int64(2000), "the scenario should finish")
 	}
+}
+
+// TestLogDirCreateTopicConfiguredCount: CreateTopic(name, 0) takes the
+// topic's effective num.partitions (defaults, then [topics.NAME]).
+func TestLogDirCreateTopicConfiguredCount(t *testing.T) {
+	for _, fx := range ldFSes {
+		t.Run(fx.name, func(t *testing.T) {
+			fsys, path := fx.new(t)
+			opts := ldOpts()
+			opts.Defaults = DefaultConfig()
+			opts.Defaults.NumPartitions = 2
+			opts.Overrides = map[string]map[string]string{"three": {"num.partitions": "3"}}
+			d, err := OpenLogDir(fsys, path, opts)
+			require.NoError(t, err)
+			three, err := d.CreateTopic("three", 0)
+			require.NoError(t, err)
+			assert.Len(t, three.Partitions(), 3)
+			two, err := d.CreateTopic("plain", 0)
+			require.NoError(t, err)
+			assert.Len(t, two.Partitions(), 2)
+			one, err := d.CreateTopic("explicit", 1)
+			require.NoError(t, err)
+			assert.Len(t, one.Partitions(), 1, "an explicit count wins")
+			assert.False(t, ldExists(fsys, filepath.Join(path, CreatingTopicFile)), "the marker is gone")
+			require.NoError(t, d.Close())
+
+			d, err = OpenLogDir(fsys, path, opts)
+			require.NoError(t, err)
+			defer d.Close()
+			for name, n := range map[string]int{"three": 3, "plain": 2, "explicit": 1} {
+				tp, err := d.Topic(name)
+				require.NoError(t, err)
+				assert.Len(t, tp.Partitions(), n, name)
+			}
+		})
+	}
+}
+
+// TestLogDirCreateTopicCrashAtEveryOp crashes at every mutating operation of
+// CreateTopic(name, 0) and reopens the durable image: the topic is either
+// absent (and no directory of it is left) or present with all 3 partitions,
+// and it is present whenever CreateTopic returned success.
+func TestLogDirCreateTopicCrashAtEveryOp(t *testing.T) {
+	opts := ldOpts()
+	opts.CheckpointInterval = -1
+	opts.Overrides = map[string]map[string]string{"t": {"num.partitions": "3"}}
+	base := vfs.NewMem()
+	d, err := OpenLogDir(base, "/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+
+	sawRollForward := false
+	for n := int64(0); ; n++ {
+		mem := base.Crash()
+		inj := vfs.CrashAt(n)
+		efs := vfs.NewErrorFS(mem, inj)
+		created := false
+		if d, err := OpenLogDir(efs, "/data", opts); err == nil {
+			_, err := d.CreateTopic("t", 0)
+			created = err == nil
+			if !inj.Crashed() {
+				require.NoError(t, err)
+			}
+			if cerr := d.Close(); !inj.Crashed() {
+				require.NoError(t, cerr)
+			}
+		}
+		img := mem.Crash()
+		markerLeft := ldExists(img, "/data/"+CreatingTopicFile)
+		d, err := OpenLogDir(img, "/data", opts)
+		require.NoError(t, err, "reopen after a crash at op %d", n)
+		tp, terr := d.Topic("t")
+		if terr == nil {
+			assert.Len(t, tp.Partitions(), 3, "op %d: the topic is whole", n)
+			if !created {
+				sawRollForward = sawRollForward || markerLeft
+			}
+		} else {
+			assert.False(t, created, "op %d: an acknowledged topic survives", n)
+			for _, name := range ldListDir(t, img, "/data") {
+				assert.False(t, strings.HasPrefix(name, "t-"), "op %d: no partial topic: %s", n, name)
+			}
+		}
+		assert.False(t, ldExists(img, "/data/"+CreatingTopicFile), "op %d: reopen removed the marker", n)
+		require.NoError(t, d.Close())
+		if !inj.Crashed() {
+			require.True(t, created)
+			t.Logf("crashed at each of %d mutating operations", n)
+			break
+		}
+		require.Less(t, n, int64(500), "the scenario should finish")
+	}
+	assert.True(t, sawRollForward, "some crash point rolled an unacknowledged creation forward")
+
+	t.Run("a marker left by a crash completes the topic on reopen", func(t *testing.T) {
+		mem := vfs.NewMem()
+		d, err := OpenLogDir(mem, "/data", opts)
+		require.NoError(t, err)
+		require.NoError(t, d.Close())
+		// The state a crash after step 2 on a file system that kept only
+		// some of the new directory entries would leave.
+		require.NoError(t, vfs.WriteFileAtomic(mem, "/data/"+CreatingTopicFile, []byte("t 3\n"), 0o644))
+		require.NoError(t, mem.MkdirAll("/data/t-1", 0o755))
+		require.NoError(t, mem.SyncDir("/data"))
+
+		ro := opts
+		ro.ReadOnly = true
+		d, err = OpenLogDir(mem, "/data", ro)
+		require.NoError(t, err)
+		assert.True(t, ldExists(mem, "/data/"+CreatingTopicFile), "read-only writes nothing")
+		require.NoError(t, d.Close())
+
+		d, err = OpenLogDir(mem, "/data", opts)
+		require.NoError(t, err)
+		tp, err := d.Topic("t")
+		require.NoError(t, err)
+		assert.Len(t, tp.Partitions(), 3)
+		require.NoError(t, d.Close())
+		img := mem.Crash()
+		assert.False(t, ldExists(img, "/data/"+CreatingTopicFile), "the removal is durable")
+		assert.True(t, ldExists(img, "/data/t-2"), "the completion is durable")
+	})
+	t.Run("an unreadable marker is removed", func(t *testing.T) {
+		mem := vfs.NewMem()
+		require.NoError(t, mem.MkdirAll("/data", 0o755))
+		require.NoError(t, vfs.WriteFileAtomic(mem, "/data/"+CreatingTopicFile, []byte("bad name x\n"), 0o644))
+		d, err := OpenLogDir(mem, "/data", opts)
+		require.NoError(t, err)
+		assert.Empty(t, d.Topics())
+		assert.False(t, ldExists(mem, "/data/"+CreatingTopicFile))
+		require.NoError(t, d.Close())
+	})
 }
 
 func TestLogDirFaults(t *testing.T) {

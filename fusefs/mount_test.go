@@ -31,7 +31,8 @@ type testMount struct {
 
 // mountOpts configures newTestMount.
 type mountOpts struct {
-	config    map[string]string // defaults changed from engine.DefaultConfig
+	config    map[string]string            // defaults changed from engine.DefaultConfig
+	overrides map[string]map[string]string // [topics.NAME] tables
 	readOnly  bool
 	opLatency func(op string, d time.Duration)
 }
@@ -56,7 +57,7 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 	}
 	data := t.TempDir()
 	mnt := t.TempDir()
-	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, ReadOnly: o.readOnly})
+	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, Overrides: o.overrides, ReadOnly: o.readOnly})
 	require.NoError(t, err)
 	srv, err := Mount(mnt, d, Options{ReadOnly: o.readOnly, OpLatency: o.opLatency})
 	if err != nil {
@@ -239,6 +240,24 @@ func TestTopicLevelPartitioning(t *testing.T) {
 	_, errOut, err := m.shErr(`mkdir $MNT/p/9`)
 	require.Error(t, err)
 	assert.Contains(t, errOut, "Invalid argument")
+}
+
+// TestMkdirUsesTopicPartitionCount: mkdir creates a topic with its
+// effective num.partitions in one step, overrides included.
+func TestMkdirUsesTopicPartitionCount(t *testing.T) {
+	m := newTestMount(t, mountOpts{
+		config:    map[string]string{"num.partitions": "2"},
+		overrides: map[string]map[string]string{"wide": {"num.partitions": "3"}},
+	})
+	out := m.sh(t, `mkdir $MNT/wide $MNT/plain && ls $MNT/wide && echo -- && ls $MNT/plain`)
+	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\n--\n0\n1\nappend\nappend.jsonl\nconfig\n", out)
+	for name, n := range map[string]int{"wide": 3, "plain": 2} {
+		tp, err := m.d.Topic(name)
+		require.NoError(t, err)
+		assert.Len(t, tp.Partitions(), n, name)
+	}
+	_, err := os.Stat(filepath.Join(m.data, engine.CreatingTopicFile))
+	assert.ErrorIs(t, err, os.ErrNotExist, "no creation marker left behind")
 }
 
 func TestJSONRoundTrip(t *testing.T) {

@@ -57,7 +57,8 @@ func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 // Mkdir creates a topic with its configured partition count
-// (num.partitions: the default, or the topic's [topics.NAME] override).
+// (num.partitions: the default, or the topic's [topics.NAME] override) in one
+// engine call, so a crash never leaves a topic with fewer partitions.
 func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if r.fsys.opts.ReadOnly {
 		return nil, syscall.EROFS
@@ -65,16 +66,8 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if len(name) > nameMax {
 		return nil, syscall.ENAMETOOLONG
 	}
-	t, err := r.fsys.d.CreateTopic(name, 1)
-	if err != nil {
+	if _, err := r.fsys.d.CreateTopic(name, 0); err != nil {
 		return nil, r.fsys.errno("mkdir", err)
-	}
-	// The effective config (with the topic's overrides) is known only once
-	// the topic exists: grow it to its num.partitions.
-	if n := t.Config().NumPartitions; n > 1 {
-		if err := t.AddPartitions(int(n)); err != nil {
-			return nil, r.fsys.errno("mkdir", err)
-		}
 	}
 	return r.topicChild(ctx, name, out), 0
 }
