@@ -191,9 +191,12 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 	if b.IsControl() {
 		return dst, recs, nil
 	}
-	recs, err := b.Records(recs[:0])
-	if err != nil {
-		return dst, recs, err
+	recs, ok := plainRecords(b, recs[:0])
+	if !ok {
+		var err error
+		if recs, err = b.Records(recs[:0]); err != nil {
+			return dst, recs, err
+		}
 	}
 	txn := b.IsTransactional() && !ab.empty()
 	for i := range recs {
@@ -207,6 +210,118 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 		dst = f.appendRecord(dst, r)
 	}
 	return dst, recs, nil
+}
+
+// plainRecords decodes the records of an uncompressed v2 batch into dst
+// (reused by the caller) with keys and values aliasing b.Raw, so rendering
+// copies each body once (into the rendering) instead of twice and
+// allocates nothing; record.Batch.Records copies the whole body per call.
+// It reports false for any other batch and for anything unusual (headers,
+// a malformed record): those go through Records, whose checks and errors
+// stay the only ones. The decoded records equal what Records returns.
+// b.Raw must not be reused while the records are in use.
+func plainRecords(b *record.Batch, dst []record.Record) ([]record.Record, bool) {
+	count := b.RecordCount
+	if b.Magic < 2 || b.Codec() != record.None || count <= 0 ||
+		len(b.Raw) < record.HeaderSize || len(b.Raw) != b.Size() {
+		return dst, false
+	}
+	data := b.Raw[record.HeaderSize:]
+	if int64(count) > int64(len(data)/minRecordBytes) {
+		return dst, false
+	}
+	lat := b.LogAppendTime()
+	p := 0
+	for range count {
+		length, n := readVarint(data[p:])
+		if n <= 0 || length < minRecordBytes-1 || int64(length) > int64(len(data)-p-n) {
+			return dst, false
+		}
+		rb := data[p+n : p+n+int(length)]
+		p += n + int(length)
+		q := 1 // attributes
+		ts, m := readVarlong(rb[q:])
+		if m <= 0 {
+			return dst, false
+		}
+		q += m
+		od, m := readVarint(rb[q:])
+		if m <= 0 {
+			return dst, false
+		}
+		q += m
+		r := record.Record{Offset: b.BaseOffset + int64(od), Timestamp: b.BaseTimestamp + ts}
+		if lat {
+			r.Timestamp = b.MaxTimestamp
+		}
+		var ok bool
+		if r.Key, q, ok = readVarBytes(rb, q); !ok {
+			return dst, false
+		}
+		if r.Value, q, ok = readVarBytes(rb, q); !ok {
+			return dst, false
+		}
+		hc, m := readVarint(rb[q:])
+		if m <= 0 || hc != 0 || q+m != len(rb) {
+			return dst, false
+		}
+		dst = append(dst, r)
+	}
+	return dst, p == len(data)
+}
+
+// minRecordBytes is the smallest v2 record (kafka-formats.md §1.4): every
+// field one byte, null key and value, no headers.
+const minRecordBytes = 7
+
+// readVarint decodes a zig-zag varint of at most 5 bytes as Kafka (and
+// engine/record) does; n <= 0 means it is cut short or too long.
+func readVarint(b []byte) (v int32, n int) {
+	var u uint32
+	for i := 0; i < 5; i++ {
+		if i >= len(b) {
+			return 0, 0
+		}
+		c := b[i]
+		u |= uint32(c&0x7f) << (7 * uint(i))
+		if c < 0x80 {
+			return int32(u>>1) ^ -int32(u&1), i + 1
+		}
+	}
+	return 0, -1
+}
+
+// readVarlong is readVarint for varlongs of at most 10 bytes.
+func readVarlong(b []byte) (v int64, n int) {
+	var u uint64
+	for i := 0; i < 10; i++ {
+		if i >= len(b) {
+			return 0, 0
+		}
+		c := b[i]
+		u |= uint64(c&0x7f) << (7 * uint(i))
+		if c < 0x80 {
+			return int64(u>>1) ^ -int64(u&1), i + 1
+		}
+	}
+	return 0, -1
+}
+
+// readVarBytes reads a varint-length-prefixed byte string at b[p:]; a
+// negative length is null. The result aliases b (capacity capped).
+func readVarBytes(b []byte, p int) ([]byte, int, bool) {
+	l, m := readVarint(b[p:])
+	if m <= 0 {
+		return nil, p, false
+	}
+	p += m
+	if l < 0 {
+		return nil, p, true
+	}
+	if int(l) > len(b)-p {
+		return nil, p, false
+	}
+	return b[p : p+int(l) : p+int(l)], p + int(l), true
 }
 
 // abortedSet is the union of the aborted transactions of a partition's
