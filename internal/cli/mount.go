@@ -164,16 +164,18 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		sched.Start()
 		state = sched.Lookup
 	}
-	closeEngine := func() {
+	closeEngine := func() error {
 		if sched != nil {
 			sched.Stop()
 		}
-		if err := d.Close(); err != nil {
+		err := d.Close()
+		if err != nil {
 			logger.Error("closing data directory", "data", dataDir, "err", err)
 		}
+		return err
 	}
 	if interrupted() {
-		closeEngine()
+		_ = closeEngine()
 		return exitOK
 	}
 
@@ -181,7 +183,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if o.metricsAddr != "" {
 		ms, err = startMetrics(o.metricsAddr, d, state, logger)
 		if err != nil {
-			closeEngine()
+			_ = closeEngine()
 			return e.fail(cmd, "--metrics-addr %s: %v", o.metricsAddr, err)
 		}
 		fmt.Fprintf(e.stderr, "topicfs: metrics on http://%s/metrics\n", ms.Addr())
@@ -196,7 +198,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		if ms != nil {
 			ms.Close()
 		}
-		closeEngine()
+		_ = closeEngine()
 		return e.fail(cmd, "cannot mount %s: %v", mnt, mountErr(err))
 	}
 
@@ -245,7 +247,11 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if ms != nil {
 		ms.Close()
 	}
-	closeEngine()
+	if err := closeEngine(); err != nil {
+		// No clean-shutdown marker was written: the next mount recovers.
+		fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
+		return e.fail(cmd, "closing data directory %s: %v (the next mount recovers)", dataDir, err)
+	}
 	fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
 	return exitOK
 }
