@@ -64,6 +64,25 @@ func BenchmarkRecords(b *testing.B) {
 				}
 				b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 			})
+			b.Run(fmt.Sprintf("into/%s/1000x%dB", c, size), func(b *testing.B) {
+				enc := mustEncode(b, c, recs)
+				batch, err := Parse(enc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dst := make([]Record, 0, len(recs))
+				var scratch []byte
+				b.SetBytes(int64(raw))
+				b.ReportAllocs()
+				for b.Loop() {
+					var out []Record
+					out, scratch, err = batch.RecordsInto(dst[:0], scratch)
+					if err != nil || len(out) != len(recs) {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			})
 		}
 	}
 }

@@ -103,16 +103,16 @@ func TestXerialSnappyFraming(t *testing.T) {
 
 	// Reading: raw block, framed, and concatenated framed streams.
 	raw := s2.EncodeSnappy(nil, src)
-	got, err := unsnappy(raw, decompressLimit(len(raw)))
+	got, err := unsnappy(nil, raw, decompressLimit(len(raw)))
 	require.NoError(t, err)
 	assert.Equal(t, src, got)
-	got, err = unsnappy(append(appendSnappy(nil, src[:10]), appendSnappy(nil, src[10:50])...), 1<<20)
+	got, err = unsnappy(nil, append(appendSnappy(nil, src[:10]), appendSnappy(nil, src[10:50])...), 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, src[:50], got)
 
-	_, err = unsnappy(out[:len(out)-1], 1<<30)
+	_, err = unsnappy(nil, out[:len(out)-1], 1<<30)
 	require.ErrorIs(t, err, ErrCorrupt)
-	_, err = unsnappy(out, 1000)
+	_, err = unsnappy(nil, out, 1000)
 	require.ErrorIs(t, err, ErrCorrupt, "decompression limit")
 }
 
@@ -134,7 +134,7 @@ func TestLZ4FrameBytes(t *testing.T) {
 	}
 	out = appendLZ4(nil, rnd)
 	assert.Equal(t, uint32(1000)|0x80000000, binary.LittleEndian.Uint32(out[7:]))
-	got, err := unlz4(out, 1<<20, false)
+	got, err := unlz4(nil, out, 1<<20, false)
 	require.NoError(t, err)
 	assert.Equal(t, rnd, got)
 }
@@ -155,7 +155,7 @@ func TestLZ4ReaderRules(t *testing.T) {
 		_, err := w.Write(src)
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
-		got, err := unlz4(buf.Bytes(), 1<<30, false)
+		got, err := unlz4(nil, buf.Bytes(), 1<<30, false)
 		require.NoError(t, err)
 		assert.Equal(t, src, got)
 	}
@@ -164,15 +164,15 @@ func TestLZ4ReaderRules(t *testing.T) {
 	broken := append([]byte(nil), good...)
 	broken[6] = byte(xxh32(broken[0:6], 0) >> 8)
 	require.NotEqual(t, good[6], broken[6])
-	_, err := unlz4(broken, 1<<30, false)
+	_, err := unlz4(nil, broken, 1<<30, false)
 	require.ErrorIs(t, err, ErrCorrupt)
-	got, err := unlz4(broken, 1<<30, true)
+	got, err := unlz4(nil, broken, 1<<30, true)
 	require.NoError(t, err)
 	assert.Equal(t, src, got)
 
 	bad := func(mut func(b []byte) []byte) error {
 		b := mut(append([]byte(nil), good...))
-		_, err := unlz4(b, 1<<30, false)
+		_, err := unlz4(nil, b, 1<<30, false)
 		return err
 	}
 	for name, mut := range map[string]func(b []byte) []byte{
@@ -189,7 +189,7 @@ func TestLZ4ReaderRules(t *testing.T) {
 		err := bad(mut)
 		assert.ErrorIs(t, err, ErrCorrupt, name)
 	}
-	_, err = unlz4(good, 1000, false)
+	_, err = unlz4(nil, good, 1000, false)
 	assert.ErrorIs(t, err, ErrCorrupt, "decompression limit")
 }
 
@@ -223,11 +223,11 @@ func TestGzipConcatenatedMembersAndJavaHeader(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
 	}
-	got, err := gunzip(buf.Bytes(), 1<<20)
+	got, err := gunzip(nil, buf.Bytes(), 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, "first member second member", string(got))
 	// Trailing garbage after a member is ignored, as GZIPInputStream does.
-	got, err = gunzip(append(buf.Bytes(), 0, 1, 2), 1<<20)
+	got, err = gunzip(nil, append(buf.Bytes(), 0, 1, 2), 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, "first member second member", string(got))
 
@@ -242,7 +242,7 @@ func TestGzipConcatenatedMembersAndJavaHeader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(dec))
 
-	_, err = gunzip([]byte{1, 2, 3}, 100)
+	_, err = gunzip(nil, []byte{1, 2, 3}, 100)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -257,13 +257,13 @@ func TestZstdMultipleFrames(t *testing.T) {
 	_, err = sw.Write(bytes.Repeat([]byte("frame two "), 10000))
 	require.NoError(t, err)
 	require.NoError(t, sw.Close())
-	got, err := unzstd(append(a, buf.Bytes()...), decompressLimit(len(a)+buf.Len()))
+	got, err := unzstd(nil, append(a, buf.Bytes()...), decompressLimit(len(a)+buf.Len()))
 	require.NoError(t, err)
 	assert.Equal(t, "frame one "+string(bytes.Repeat([]byte("frame two "), 10000)), string(got))
 
-	_, err = unzstd(buf.Bytes(), 50000)
+	_, err = unzstd(nil, buf.Bytes(), 50000)
 	require.ErrorIs(t, err, ErrCorrupt, "decompression limit")
-	_, err = unzstd([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xff}, 1000)
+	_, err = unzstd(nil, []byte{0x28, 0xb5, 0x2f, 0xfd, 0xff}, 1000)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -288,13 +288,13 @@ func TestZipBombRejected(t *testing.T) {
 
 func TestKlauspostGzipReaderPoolReuse(t *testing.T) {
 	// The pooled reader must not leak state between calls (bad then good).
-	_, err := gunzip([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 100)
+	_, err := gunzip(nil, []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 100)
 	require.Error(t, err)
 	var buf bytes.Buffer
 	w := kgzip.NewWriter(&buf)
 	_, _ = w.Write([]byte("ok"))
 	require.NoError(t, w.Close())
-	got, err := gunzip(buf.Bytes(), 100)
+	got, err := gunzip(nil, buf.Bytes(), 100)
 	require.NoError(t, err)
 	assert.Equal(t, "ok", string(got))
 	assert.False(t, errors.Is(err, ErrCorrupt))
@@ -313,7 +313,7 @@ func TestLZ4TinyBlocksDoNotAllocatePerBlock(t *testing.T) {
 	var got []byte
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	got, err := unlz4(frame, decompressLimit(len(frame)), false)
+	got, err := unlz4(nil, frame, decompressLimit(len(frame)), false)
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	assert.Equal(t, bytes.Repeat([]byte("a"), blocks), got)

@@ -49,16 +49,23 @@ func errTooLarge(c Codec, n, limit int) error {
 // KAFKA-3160 lz4 header checksum is not checked for magic 0. Errors wrap
 // ErrCorrupt (or ErrUnsupported for an unknown codec).
 func decompress(c Codec, src []byte, magic int) ([]byte, error) {
+	return decompressInto(nil, c, src, magic)
+}
+
+// decompressInto is decompress writing into out's backing array when it is
+// large enough (out's contents are overwritten); it grows a new one otherwise.
+func decompressInto(out []byte, c Codec, src []byte, magic int) ([]byte, error) {
 	limit := decompressLimit(len(src))
+	out = out[:0]
 	switch c {
 	case Gzip:
-		return gunzip(src, limit)
+		return gunzip(out, src, limit)
 	case Snappy:
-		return unsnappy(src, limit)
+		return unsnappy(out, src, limit)
 	case LZ4:
-		return unlz4(src, limit, magic == 0)
+		return unlz4(out, src, limit, magic == 0)
 	case Zstd:
-		return unzstd(src, limit)
+		return unzstd(out, src, limit)
 	}
 	return nil, fmt.Errorf("%w: codec %v", ErrUnsupported, c)
 }
@@ -121,7 +128,7 @@ func appendGzip(dst, src []byte) ([]byte, error) {
 var gzipReaders sync.Pool // of *gzip.Reader
 
 // gunzip decompresses concatenated gzip members.
-func gunzip(src []byte, limit int) ([]byte, error) {
+func gunzip(out, src []byte, limit int) ([]byte, error) {
 	br := bytes.NewReader(src)
 	var zr *gzip.Reader
 	var err error
@@ -138,7 +145,9 @@ func gunzip(src []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 	}
 	defer gzipReaders.Put(zr)
-	out := make([]byte, 0, min(4*len(src)+512, limit+1))
+	if cap(out) == 0 {
+		out = make([]byte, 0, min(4*len(src)+512, limit+1))
+	}
 	for {
 		zr.Multistream(false)
 		if out, err = readAllLimit(zr, out, limit); err != nil {
@@ -226,7 +235,7 @@ func appendZstd(dst, src []byte) ([]byte, error) {
 // unzstd decodes one or more zstd frames. DecodeAll is bounded by the
 // capacity it is given; it starts from the frame's content size when known
 // and grows up to limit.
-func unzstd(src []byte, limit int) ([]byte, error) {
+func unzstd(scratch, src []byte, limit int) ([]byte, error) {
 	size := 4*len(src) + 4096
 	var h zstd.Header
 	if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize < uint64(limit) {
@@ -234,7 +243,14 @@ func unzstd(src []byte, limit int) ([]byte, error) {
 	}
 	for {
 		size = min(size, limit)
-		out, err := zstdDecoder().DecodeAll(src, make([]byte, 0, size))
+		buf := scratch[:0:min(cap(scratch), limit)]
+		if cap(buf) < size {
+			buf = make([]byte, 0, size)
+		} else {
+			size = cap(buf)
+		}
+		scratch = nil
+		out, err := zstdDecoder().DecodeAll(src, buf)
 		if err == nil {
 			return out, nil
 		}

@@ -1,6 +1,9 @@
 package record
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Header is a record header. Value nil means a null header value.
 type Header struct {
@@ -35,44 +38,74 @@ const minRecordSize = 7
 //
 // The returned keys, values and header values never alias Raw (callers may
 // reuse the read buffer); all records of one call share one backing array.
-// On error dst is returned with its original length.
+// dst grows geometrically, so collecting many batches into one slice is
+// linear. On error dst is returned with its original length.
 func (b *Batch) Records(dst []Record) ([]Record, error) {
+	dst, _, err := b.records(dst, nil, false)
+	return dst, err
+}
+
+// RecordsInto is Records for hot readers that reuse their buffers: it
+// decompresses into scratch (grown when too small; the possibly new buffer is
+// returned for the next call) and, for codec none, keys, values and header
+// values alias b.Raw without any copy.
+//
+// Aliasing: the returned records' byte slices point into b.Raw (codec none,
+// legacy entries excepted) or into the returned scratch (compressed batches).
+// They are valid only until Raw's buffer or scratch is reused or modified;
+// copy what must live longer. With enough capacity in dst and a warm
+// scratch, a batch without headers decodes with no allocation. Legacy
+// (magic 0/1) entries are decoded as by Records (copied). On error dst is
+// returned with its original length (keep using the returned scratch).
+func (b *Batch) RecordsInto(dst []Record, scratch []byte) ([]Record, []byte, error) {
+	return b.records(dst, scratch, true)
+}
+
+func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []byte, error) {
 	if b.Magic < 2 {
-		return b.legacyRecords(dst)
+		dst, err := b.legacyRecords(dst)
+		return dst, scratch, err
 	}
 	if len(b.Raw) < HeaderSize || len(b.Raw) != b.Size() {
-		return dst, fmt.Errorf("%w: offset %d: batch of %d bytes, size %d", ErrCorrupt, b.BaseOffset, len(b.Raw), b.Size())
+		return dst, scratch, fmt.Errorf("%w: offset %d: batch of %d bytes, size %d", ErrCorrupt, b.BaseOffset, len(b.Raw), b.Size())
 	}
 	count := b.RecordCount
 	if count < 0 {
-		return dst, fmt.Errorf("%w: offset %d: record count %d", ErrCorrupt, b.BaseOffset, count)
+		return dst, scratch, fmt.Errorf("%w: offset %d: record count %d", ErrCorrupt, b.BaseOffset, count)
 	}
 	if count == 0 {
 		// Kafka returns no records for an empty batch without looking further.
-		return dst, nil
+		return dst, scratch, nil
 	}
 	body := b.Raw[HeaderSize:]
 	var data []byte
 	if c := b.Codec(); c == None {
-		data = append(make([]byte, 0, len(body)), body...)
+		if alias {
+			data = body
+		} else {
+			data = append(make([]byte, 0, len(body)), body...)
+		}
 	} else {
 		if !c.valid() {
-			return dst, fmt.Errorf("%w: offset %d: codec id %d", ErrUnsupported, b.BaseOffset, int8(c))
+			return dst, scratch, fmt.Errorf("%w: offset %d: codec id %d", ErrUnsupported, b.BaseOffset, int8(c))
+		}
+		var out []byte
+		if alias {
+			out = scratch
 		}
 		var err error
-		if data, err = decompress(c, body, 2); err != nil {
-			return dst, fmt.Errorf("%w (batch at offset %d)", err, b.BaseOffset)
+		if data, err = decompressInto(out, c, body, 2); err != nil {
+			return dst, scratch, fmt.Errorf("%w (batch at offset %d)", err, b.BaseOffset)
+		}
+		if alias {
+			scratch = data
 		}
 	}
 	if int64(count) > int64(len(data)/minRecordSize) {
-		return dst, fmt.Errorf("%w: offset %d: %d records cannot fit in %d bytes", ErrCorrupt, b.BaseOffset, count, len(data))
+		return dst, scratch, fmt.Errorf("%w: offset %d: %d records cannot fit in %d bytes", ErrCorrupt, b.BaseOffset, count, len(data))
 	}
 	start := len(dst)
-	if free := cap(dst) - len(dst); free < int(count) {
-		grown := make([]Record, len(dst), len(dst)+int(count))
-		copy(grown, dst)
-		dst = grown
-	}
+	dst = slices.Grow(dst, int(count))
 	var (
 		lat    = b.LogAppendTime()
 		baseTs = b.BaseTimestamp
@@ -81,7 +114,8 @@ func (b *Batch) Records(dst []Record) ([]Record, error) {
 	for i := int32(0); i < count; i++ {
 		r, n, err := decodeRecord(data[p:])
 		if err != nil {
-			return dst[:start], fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+			clear(dst[start:len(dst)])
+			return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
 		}
 		p += n
 		r.Offset += b.BaseOffset
@@ -93,10 +127,11 @@ func (b *Batch) Records(dst []Record) ([]Record, error) {
 		dst = append(dst, r)
 	}
 	if p != len(data) {
-		return dst[:start], fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
+		clear(dst[start:len(dst)])
+		return dst[:start], scratch, fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
 			ErrCorrupt, b.BaseOffset, len(data)-p, count)
 	}
-	return dst, nil
+	return dst, scratch, nil
 }
 
 // errRecord describes a malformed record; Records wraps it with ErrCorrupt.

@@ -76,7 +76,7 @@ func appendLZ4(dst, src []byte) []byte {
 }
 
 // unlz4 decodes one LZ4 frame; skipHC skips the header checksum check.
-func unlz4(src []byte, limit int, skipHC bool) ([]byte, error) {
+func unlz4(out, src []byte, limit int, skipHC bool) ([]byte, error) {
 	if len(src) < 7 {
 		return nil, fmt.Errorf("%w: lz4: frame of %d bytes", ErrCorrupt, len(src))
 	}
@@ -104,7 +104,9 @@ func unlz4(src []byte, limit int, skipHC bool) ([]byte, error) {
 	}
 	p++
 	blockSum := flg&lz4FlgBlockSum != 0
-	out := make([]byte, 0, min(4*len(src), limit))
+	if cap(out) == 0 {
+		out = make([]byte, 0, min(4*len(src), limit))
+	}
 	for p < len(src) {
 		if len(src)-p < 4 {
 			return nil, fmt.Errorf("%w: lz4: %d trailing bytes", ErrCorrupt, len(src)-p)

@@ -46,15 +46,17 @@ func appendSnappy(dst, src []byte) []byte {
 }
 
 // unsnappy decodes xerial-framed or raw snappy data.
-func unsnappy(src []byte, limit int) ([]byte, error) {
+func unsnappy(out, src []byte, limit int) ([]byte, error) {
 	if len(src) < xerialMagicLen || !bytes.Equal(src[:xerialMagicLen], xerialHeader[:xerialMagicLen]) {
-		return snappyBlock(nil, src, limit)
+		return snappyBlock(out, src, limit)
 	}
 	if len(src) < len(xerialHeader) {
 		return nil, fmt.Errorf("%w: snappy: xerial header of %d bytes", ErrCorrupt, len(src))
 	}
 	p := len(xerialHeader)
-	out := make([]byte, 0, min(4*len(src), limit))
+	if cap(out) == 0 {
+		out = make([]byte, 0, min(4*len(src), limit))
+	}
 	for p < len(src) {
 		if len(src)-p >= len(xerialHeader) && bytes.Equal(src[p:p+xerialMagicLen], xerialHeader[:xerialMagicLen]) {
 			p += len(xerialHeader) // concatenated stream
