@@ -1,31 +1,56 @@
 package policies
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
 
 // OffsetMap maps a 128-bit hash of a record key to the latest offset seen
 // for that key, in a fixed amount of memory, like Kafka's SkimpyOffsetMap
-// (which uses MD5; see hashKey). It is
+// (which uses MD5; see hash2). It is
 // the only structure of the cleaner whose size grows with the number of keys,
 // and it never grows past the memory it was created with.
 //
-// Slot (24 bytes, in memory only, never on disk):
+// Memory (in memory only, never on disk): n slots of 24 bytes, then n tag
+// bytes, OffsetMapSlotSize (25) bytes per slot in all:
 //
-//	+---------------------+---------------------+--------------------+
-//	| hash[0:8]  uint64   | hash[8:16] uint64   | offset int64       |
-//	+---------------------+---------------------+--------------------+
+//	slot i:  +-------------------+-------------------+------------------+
+//	         | hash[0:8] uint64  | hash[8:16] uint64 | offset int64     |
+//	         +-------------------+-------------------+------------------+
+//	tag i:   +-----------------------------------+
+//	         | 0 = empty, else 0x80 | hash[0]&0x7f |
+//	         +-----------------------------------+
 //
-// An all-zero hash marks an empty slot (a real all-zero hash is stored as
-// hash[8:16] = 1; a collision of that kind costs one key's dedup at worst, as
-// any hash collision does). Collisions resolve by linear probing. The map
-// accepts new keys until Len reaches LoadFactor × Slots; Full reports that,
-// and the cleaner then stops mapping and cleans up to LatestOffset.
+// A key's home slot is hash[0:8] scaled to [0, n) by a multiply (no
+// division, any n). Collisions resolve by linear probing over the tag
+// array: a lookup reads one byte per probe and touches a 24-byte slot only
+// when the tag matches, so a miss at load factor 0.9 (tens of probes) costs
+// about one cache line of tags, and the second hash half is computed only
+// for a tag match. The map accepts new keys until Len reaches LoadFactor ×
+// Slots; Full reports that, and the cleaner then stops mapping and cleans
+// up to LatestOffset.
+//
+// The slots and tags live outside the Go heap (an anonymous private mmap,
+// falling back to the heap if mmap fails): the map's memory then does not
+// count toward the garbage collector's goal, so the heap does not grow by
+// as much again in decode garbage before a collection, and Release returns
+// the memory to the system at once. Pages never touched (ResetFor a small
+// range) are never made resident.
 //
 // An OffsetMap is not safe for concurrent use; each cleaner worker owns one.
 type OffsetMap struct {
 	slots  []offsetSlot
-	n      int   // occupied slots
-	max    int   // desired maximum entries (LoadFactor × len(slots))
-	latest int64 // largest offset put or passed to UpdateLatestOffset; -1 none
+	tags   []uint8 // len(tags) == len(slots), cap(tags) == cap(slots)
+	n      int     // occupied slots
+	max    int     // desired maximum entries (LoadFactor × len(slots))
+	latest int64   // largest offset put or passed to UpdateLatestOffset; -1 none
+
+	mem    []byte          // the mmap backing slots and tags; nil when on the heap
+	unmap  runtime.Cleanup // unmaps mem if the map is dropped without Release
+	memory int64           // the bytes slots and tags take (all of them)
 
 	seed1, seed2 maphash.Seed // the key hash's two halves
 }
@@ -37,23 +62,53 @@ type offsetSlot struct {
 
 const (
 	// OffsetMapSlotSize is the memory one OffsetMap slot takes: a 16-byte key
-	// hash and an 8-byte offset.
-	OffsetMapSlotSize = 24
+	// hash and an 8-byte offset, plus its one-byte tag.
+	OffsetMapSlotSize = 25
 	// LoadFactor is the share of slots the map fills before it reports Full
 	// (Kafka's log.cleaner.io.buffer.load.factor).
 	LoadFactor = 0.9
+
+	slotBytes = int64(unsafe.Sizeof(offsetSlot{}))
 )
 
-// NewOffsetMap returns a map using at most memory bytes of slots (at least
-// two slots, so that one is always empty and probing ends).
+// NewOffsetMap returns a map using at most memory bytes of slots and tags
+// (at least two slots, so that one is always empty and probing ends).
 func NewOffsetMap(memory int64) *OffsetMap {
 	n := memory / OffsetMapSlotSize
 	if n < 2 {
 		n = 2
 	}
-	m := &OffsetMap{slots: make([]offsetSlot, n), seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
+	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
+	m.alloc(n)
 	m.ResetFor(-1)
 	return m
+}
+
+// alloc sets up n slots and tags, off the Go heap if it can.
+func (m *OffsetMap) alloc(n int64) {
+	size := n * OffsetMapSlotSize
+	m.memory = size
+	if mem, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON); err == nil {
+		// Page-aligned, zero-filled, pointer-free: slots first (8-byte
+		// aligned), tags after.
+		m.mem = mem
+		m.unmap = runtime.AddCleanup(m, func(mem []byte) { _ = syscall.Munmap(mem) }, mem)
+		m.slots = unsafe.Slice((*offsetSlot)(unsafe.Pointer(&mem[0])), n)
+		m.tags = mem[n*slotBytes : size : size]
+		return
+	}
+	m.slots = make([]offsetSlot, n)
+	m.tags = make([]uint8, n)
+}
+
+// Release returns the map's memory (to the system when it was mapped). The
+// map must not be used afterwards.
+func (m *OffsetMap) Release() {
+	if m.mem != nil {
+		m.unmap.Stop()
+		_ = syscall.Munmap(m.mem)
+	}
+	m.mem, m.slots, m.tags, m.n, m.max = nil, nil, nil, 0, 0
 }
 
 // Slots returns the number of slots in use (see ResetFor).
@@ -69,9 +124,9 @@ func (m *OffsetMap) MaxEntries() int { return m.max }
 // must not be called then.
 func (m *OffsetMap) Full() bool { return m.n >= m.max }
 
-// MemoryBytes returns the bytes held by the slots (all of them, in use or
-// not).
-func (m *OffsetMap) MemoryBytes() int64 { return int64(cap(m.slots)) * OffsetMapSlotSize }
+// MemoryBytes returns the bytes held by the slots and tags (all of them, in
+// use or not).
+func (m *OffsetMap) MemoryBytes() int64 { return m.memory }
 
 // LatestOffset returns the largest offset recorded, or -1.
 func (m *OffsetMap) LatestOffset() int64 { return m.latest }
@@ -93,10 +148,11 @@ func (m *OffsetMap) Reset() {
 // (keys >= 0, e.g. the number of offsets in the range to map), uses only as
 // many slots as that needs at the load factor: a small dirty range then
 // touches (and clears) a small part of the memory, which keeps the probes
-// in cache. keys < 0 uses every slot.
+// in cache. keys < 0 uses every slot. Only the tags are cleared (a slot is
+// empty when its tag is 0).
 func (m *OffsetMap) ResetFor(keys int64) {
 	if m.n > 0 {
-		clear(m.slots)
+		clear(m.tags)
 	}
 	m.slots = m.slots[:cap(m.slots)]
 	if keys >= 0 {
@@ -105,66 +161,96 @@ func (m *OffsetMap) ResetFor(keys int64) {
 			m.slots = m.slots[:max(need, 2)]
 		}
 	}
+	m.tags = m.tags[:len(m.slots)]
 	m.max = max(int(float64(len(m.slots))*LoadFactor), 1)
 	m.n = 0
 	m.latest = -1
 }
 
-// hashKey returns the 128-bit key hash: two 64-bit halves from independent
-// seeded hashes. Collisions between distinct keys happen with probability
-// about n²/2¹²⁹ for n keys, as with MD5 (Kafka's choice), at a tenth of the
-// cost; and since the seeds are random per map, keys cannot be crafted to
-// collide, as MD5's can.
-func (m *OffsetMap) hashKey(key []byte) (uint64, uint64) {
-	h1 := maphash.Bytes(m.seed1, key)
-	h2 := maphash.Bytes(m.seed2, key)
-	if h1 == 0 && h2 == 0 {
-		h2 = 1
-	}
-	return h1, h2
+// The key hash is 128 bits: two 64-bit halves from independent seeded
+// hashes (h1 with seed1, hash2 with seed2). Collisions between distinct keys
+// happen with probability about n²/2¹²⁹ for n keys, as with MD5 (Kafka's
+// choice), at a tenth of the cost; and since the seeds are random per map,
+// keys cannot be crafted to collide, as MD5's can. Put and Get compute the
+// second half only when a tag and the first half match (or to store it).
+func (m *OffsetMap) hash2(key []byte) uint64 { return maphash.Bytes(m.seed2, key) }
+
+// home returns the first slot to probe for h1 and its tag: the high bits
+// of h1 × len(slots) pick the slot, h1's low bits the tag.
+func (m *OffsetMap) home(h1 uint64) (uint64, uint8) {
+	i, _ := bits.Mul64(h1, uint64(len(m.slots)))
+	return i, uint8(h1) | 0x80
 }
 
 // Put records offset as the latest offset of key. It returns false, storing
 // nothing, when key is new and the map is Full.
 func (m *OffsetMap) Put(key []byte, offset int64) bool {
-	h1, h2 := m.hashKey(key)
+	h1 := maphash.Bytes(m.seed1, key)
+	var h2 uint64
+	have2 := false
+	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
-	for i := h1 % n; ; i++ {
-		if i == n {
-			i = 0
-		}
-		s := &m.slots[i]
-		if s.h1 == h1 && s.h2 == h2 {
-			s.offset = offset
-			m.UpdateLatestOffset(offset)
-			return true
-		}
-		if s.h1 == 0 && s.h2 == 0 {
+	tags := m.tags[:n]
+	for {
+		t := tags[i]
+		if t == 0 {
 			if m.n >= m.max {
 				return false
 			}
-			*s = offsetSlot{h1: h1, h2: h2, offset: offset}
+			if !have2 {
+				h2 = m.hash2(key)
+			}
+			m.slots[i] = offsetSlot{h1: h1, h2: h2, offset: offset}
+			tags[i] = tag
 			m.n++
 			m.UpdateLatestOffset(offset)
 			return true
+		}
+		if t == tag {
+			s := &m.slots[i]
+			if s.h1 == h1 {
+				if !have2 {
+					h2, have2 = m.hash2(key), true
+				}
+				if s.h2 == h2 {
+					s.offset = offset
+					m.UpdateLatestOffset(offset)
+					return true
+				}
+			}
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
 
 // Get returns the latest offset recorded for key, or -1 if none.
 func (m *OffsetMap) Get(key []byte) int64 {
-	h1, h2 := m.hashKey(key)
+	h1 := maphash.Bytes(m.seed1, key)
+	var h2 uint64
+	have2 := false
+	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
-	for i, probes := h1%n, uint64(0); probes < n; i, probes = i+1, probes+1 {
-		if i == n {
-			i = 0
-		}
-		s := &m.slots[i]
-		if s.h1 == h1 && s.h2 == h2 {
-			return s.offset
-		}
-		if s.h1 == 0 && s.h2 == 0 {
+	tags := m.tags[:n]
+	for probes := uint64(0); probes < n; probes++ {
+		t := tags[i]
+		if t == 0 {
 			return -1
+		}
+		if t == tag {
+			s := &m.slots[i]
+			if s.h1 == h1 {
+				if !have2 {
+					h2, have2 = m.hash2(key), true
+				}
+				if s.h2 == h2 {
+					return s.offset
+				}
+			}
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 	return -1

@@ -2,6 +2,8 @@ package policies
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +11,7 @@ import (
 )
 
 func TestOffsetMapPutGet(t *testing.T) {
-	m := NewOffsetMap(24 * 1000)
+	m := NewOffsetMap(OffsetMapSlotSize * 1000)
 	require.Equal(t, 1000, m.Slots())
 	require.Equal(t, 900, m.MaxEntries())
 	assert.Equal(t, int64(-1), m.Get([]byte("a")))
@@ -42,7 +44,7 @@ func TestOffsetMapPutGet(t *testing.T) {
 }
 
 func TestOffsetMapFillsToLoadFactor(t *testing.T) {
-	m := NewOffsetMap(24 * 100)
+	m := NewOffsetMap(OffsetMapSlotSize * 100)
 	for i := 0; i < 90; i++ {
 		require.False(t, m.Full())
 		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
@@ -58,7 +60,7 @@ func TestOffsetMapFillsToLoadFactor(t *testing.T) {
 		assert.Equal(t, int64(i), m.Get(fmt.Appendf(nil, "k%d", i)))
 	}
 	assert.Equal(t, int64(-1), m.Get([]byte("new")))
-	assert.Equal(t, int64(24*100), m.MemoryBytes())
+	assert.Equal(t, int64(OffsetMapSlotSize*100), m.MemoryBytes())
 }
 
 func TestOffsetMapTiny(t *testing.T) {
@@ -71,7 +73,7 @@ func TestOffsetMapTiny(t *testing.T) {
 }
 
 func TestOffsetMapResetFor(t *testing.T) {
-	m := NewOffsetMap(24 * 1000)
+	m := NewOffsetMap(OffsetMapSlotSize * 1000)
 	m.ResetFor(90)
 	assert.Equal(t, 102, m.Slots(), "90 keys at load factor 0.9 (+2)")
 	for i := 0; i < 90; i++ {
@@ -86,12 +88,12 @@ func TestOffsetMapResetFor(t *testing.T) {
 	assert.Equal(t, 2, m.Slots())
 	assert.True(t, m.Put([]byte("x"), 1))
 	assert.False(t, m.Put([]byte("y"), 2))
-	assert.Equal(t, int64(24*1000), m.MemoryBytes())
+	assert.Equal(t, int64(OffsetMapSlotSize*1000), m.MemoryBytes())
 }
 
 func TestOffsetMapWraparound(t *testing.T) {
 	// Many keys in few slots force probe sequences across the end of the table.
-	m := NewOffsetMap(24 * 11)
+	m := NewOffsetMap(OffsetMapSlotSize * 11)
 	for i := 0; i < m.MaxEntries(); i++ {
 		require.True(t, m.Put(fmt.Appendf(nil, "w%d", i), int64(i*10)))
 	}
@@ -100,8 +102,71 @@ func TestOffsetMapWraparound(t *testing.T) {
 	}
 }
 
+func TestOffsetMapNeverLargerThanMemory(t *testing.T) {
+	for _, memory := range []int64{0, 1, 24, 25, 49, 50, 51, 1000, 1 << 20, 128 << 20} {
+		m := NewOffsetMap(memory)
+		assert.LessOrEqual(t, m.MemoryBytes(), max(memory, 2*OffsetMapSlotSize), "memory %d", memory)
+		assert.Equal(t, int64(m.Slots())*OffsetMapSlotSize, m.MemoryBytes(), "slots and tags counted")
+		assert.Greater(t, m.MemoryBytes()+OffsetMapSlotSize, min(memory, 128<<20), "uses the buffer")
+		m.Release()
+	}
+}
+
+// TestOffsetMapMatchesGoMap puts and looks up many random keys in a nearly
+// full map (long probe runs, tag collisions) and checks each answer, hits
+// and misses, against a Go map, across resets.
+func TestOffsetMapMatchesGoMap(t *testing.T) {
+	m := NewOffsetMap(OffsetMapSlotSize * 5000)
+	defer m.Release()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 3; round++ {
+		m.ResetFor(int64(4000 - round*1000))
+		model := map[uint64]int64{}
+		key := make([]byte, 8)
+		k := func(v uint64) []byte {
+			for i := range key {
+				key[i] = byte(v >> (8 * i))
+			}
+			return key
+		}
+		for i := 0; !m.Full(); i++ {
+			v := rng.Uint64N(uint64(m.MaxEntries()) * 2)
+			require.True(t, m.Put(k(v), int64(i)))
+			model[v] = int64(i)
+		}
+		require.Equal(t, len(model), m.Len())
+		require.False(t, m.Put(k(1<<63), 1), "new key refused when full")
+		for v := uint64(0); v < uint64(m.MaxEntries())*3; v++ {
+			want, ok := model[v]
+			if !ok {
+				want = -1
+			}
+			require.Equal(t, want, m.Get(k(v)), "round %d key %d", round, v)
+		}
+	}
+}
+
+// TestOffsetMapOffHeap checks that the slots do not live in the Go heap
+// (so they do not raise the GC goal) and that Release frees them.
+func TestOffsetMapOffHeap(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := NewOffsetMap(64 << 20)
+	for i := 0; i < 1000; i++ {
+		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
+	}
+	runtime.ReadMemStats(&after)
+	require.NotNil(t, m.mem, "mmap available on this platform")
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(8<<20), "slots off the heap")
+	assert.Equal(t, int64(999), m.Get([]byte("k999")))
+	m.Release()
+	assert.Nil(t, m.mem)
+	assert.Equal(t, 0, m.Slots())
+}
+
 func BenchmarkOffsetMapPut(b *testing.B) {
-	m := NewOffsetMap(24 << 20)
+	m := NewOffsetMap(OffsetMapSlotSize << 20)
 	keys := make([][]byte, m.MaxEntries())
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%09d", i)
@@ -117,7 +182,7 @@ func BenchmarkOffsetMapPut(b *testing.B) {
 }
 
 func BenchmarkOffsetMapGet(b *testing.B) {
-	m := NewOffsetMap(24 << 20)
+	m := NewOffsetMap(OffsetMapSlotSize << 20)
 	keys := make([][]byte, m.MaxEntries())
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%09d", i)
