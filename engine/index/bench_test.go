@@ -51,3 +51,33 @@ func BenchmarkOffsetIndexLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenNewIndex opens (and closes) a new default-size mmapped offset
+// and time index, as every segment roll does.
+func BenchmarkOpenNewIndex(b *testing.B) {
+	dir := b.TempDir()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		p := filepath.Join(dir, "new")
+		x, err := OpenOffsetIndex(vfs.OS, p+".index", 0, 10<<20, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, err := OpenTimeIndex(vfs.OS, p+".timeindex", 0, 10<<20, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := x.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := t.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := vfs.OS.Remove(p + ".index"); err != nil {
+			b.Fatal(err)
+		}
+		if err := vfs.OS.Remove(p + ".timeindex"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

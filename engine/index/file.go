@@ -171,8 +171,14 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 		return fmt.Errorf("index: %w", err)
 	}
 	x.mapper, x.mm = mapper, mm
+	// Only the old file's bytes can hold entries or garbage: past them the
+	// Truncate above left holes that read as zeros. Scanning or comparing
+	// those would fault in every page of a new 10 MiB index (~20 MiB per
+	// roll for the two indexes), so both stop at the old size.
+	oldLen := int(min(size, int64(len(mm))))
+	scanned := min(capacity, (oldLen+es-1)/es) // a torn last entry is scanned too
 	n := 0
-	for ; n < capacity; n++ {
+	for ; n < scanned; n++ {
 		var prev []byte
 		if n > 0 {
 			prev = mm[(n-1)*es : n*es]
@@ -188,8 +194,8 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 	// Zero any garbage after the valid entries so a later append cannot make
 	// it look valid. Untouched preallocated pages stay clean.
 	zero := make([]byte, 4096)
-	for off := n * es; off < len(mm); off += len(zero) {
-		end := min(off+len(zero), len(mm))
+	for off := n * es; off < oldLen; off += len(zero) {
+		end := min(off+len(zero), oldLen)
 		if !bytes.Equal(mm[off:end], zero[:end-off]) {
 			clear(mm[off:end])
 		}
