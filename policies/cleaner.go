@@ -25,14 +25,16 @@ var errOpenTxn = errors.New("policies: transaction open at the first dirty offse
 var errMapTooSmall = errors.New("policies: log.cleaner.dedupe.buffer.size too small to make progress")
 
 // cleaner compacts one partition at a time, like one of Kafka's
-// CleanerThreads. It owns its offset map and read/encode buffers, which it
-// reuses across runs, so its memory is the map plus a few batch-sized
-// buffers, whatever the size of the log or the number of keys.
+// CleanerThreads. It owns its offset map, allocated (off the Go heap) for
+// each run and released at its end, and read/decode/encode buffers, which it
+// reuses across batches and runs, so its memory is the map plus a few
+// batch-sized buffers, whatever the size of the log or the number of keys,
+// and decoding makes next to no garbage.
 //
 // A cleaner is used by one goroutine at a time.
 type cleaner struct {
 	mapBytes      int64
-	m             *OffsetMap // allocated on first use
+	m             *OffsetMap // allocated per run (offsetMap), released after it
 	logger        *slog.Logger
 	progressBytes int64
 
@@ -40,11 +42,12 @@ type cleaner struct {
 	// "group" before a group is rewritten, "replace" before its swap.
 	hook func(event string)
 
-	buf  []byte          // read buffer, grows to the largest batch
-	buf2 []byte          // second read buffer, for copyPrefix
-	out  []byte          // encode buffer
-	recs []record.Record // decoded records of the current batch
-	kept []record.Record // records kept of the current batch
+	buf     []byte          // read buffer, grows to the largest batch
+	buf2    []byte          // second read buffer, for copyPrefix
+	out     []byte          // encode buffer
+	scratch []byte          // decompression buffer for RecordsInto
+	recs    []record.Record // decoded records of the current batch (alias buf or scratch)
+	kept    []record.Record // records kept of the current batch
 }
 
 func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *cleaner {
@@ -52,13 +55,36 @@ func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *clean
 }
 
 // offsetMap returns the cleaner's map, emptied and sized for at most keys
-// distinct keys (the offsets of the range to map).
+// distinct keys (the offsets of the range to map). Only the pages of the
+// slots that range uses are ever touched.
 func (c *cleaner) offsetMap(keys int64) *OffsetMap {
 	if c.m == nil {
 		c.m = NewOffsetMap(c.mapBytes)
 	}
 	c.m.ResetFor(keys)
 	return c.m
+}
+
+// releaseMap returns the map's memory to the system between runs, so an
+// idle cleaner holds none of the dedupe buffer.
+func (c *cleaner) releaseMap() {
+	if c.m != nil {
+		c.m.Release()
+		c.m = nil
+	}
+}
+
+// records decodes b into the cleaner's reused record slice and scratch
+// buffer; the records alias the read buffer or the scratch until the next
+// batch.
+func (c *cleaner) records(b *record.Batch) ([]record.Record, error) {
+	recs, scratch, err := b.RecordsInto(c.recs[:0], c.scratch)
+	c.scratch = scratch
+	if err != nil {
+		return nil, err
+	}
+	c.recs = recs
+	return recs, nil
 }
 
 // cleanRound holds the state of one cleaning of one partition.
@@ -133,6 +159,7 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 	}
 
 	m := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
+	defer c.releaseMap()
 	full := false
 	limit := cl.FirstUncleanable
 	if horizonOnly {
@@ -292,11 +319,10 @@ func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstD
 				m.UpdateLatestOffset(b.LastOffset())
 				return true, nil
 			}
-			recs, err := b.Records(r.c.recs[:0])
+			recs, err := r.c.records(b)
 			if err != nil {
 				return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
 			}
-			r.c.recs = recs
 			for i := range recs {
 				rec := &recs[i]
 				if rec.Key == nil || rec.Offset < firstDirty {
@@ -310,7 +336,7 @@ func (r *cleanRound) buildOffsetMap(m *OffsetMap, segs []*engine.Segment, firstD
 			m.UpdateLatestOffset(b.LastOffset())
 			return true, nil
 		})
-		clear(r.c.recs[:cap(r.c.recs)]) // drop references to decoded keys/values
+		clear(r.c.recs[:cap(r.c.recs)]) // drop references to legacy records' keys/values
 		if err != nil {
 			return false, -1, err
 		}
@@ -467,11 +493,10 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 		return nil, false, nil
 	}
 
-	recs, err := b.Records(r.c.recs[:0])
+	recs, err := r.c.records(b)
 	if err != nil {
 		return nil, false, err
 	}
-	r.c.recs = recs
 	horizon := b.DeleteHorizonMs()
 	if !b.HasDeleteHorizon() {
 		horizon = -1
