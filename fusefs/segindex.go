@@ -191,6 +191,11 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 	if b.IsControl() {
 		return dst, recs, nil
 	}
+	if !f.json {
+		if out, ok := renderNone(dst, b, f, hi, ab); ok {
+			return out, recs, nil
+		}
+	}
 	recs, ok := plainRecords(b, recs[:0])
 	if !ok {
 		var err error
@@ -212,62 +217,116 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 	return dst, recs, nil
 }
 
-// plainRecords decodes the records of an uncompressed v2 batch into dst
-// (reused by the caller) with keys and values aliasing b.Raw, so rendering
-// copies each body once (into the rendering) instead of twice and
-// allocates nothing; record.Batch.Records copies the whole body per call.
-// It reports false for any other batch and for anything unusual (headers,
-// a malformed record): those go through Records, whose checks and errors
-// stay the only ones. The decoded records equal what Records returns.
-// b.Raw must not be reused while the records are in use.
-func plainRecords(b *record.Batch, dst []record.Record) ([]record.Record, bool) {
+// noneBatch walks the records of an uncompressed v2 batch in place: keys
+// and values alias b.Raw, so rendering copies each body once (into the
+// rendering) and allocates nothing, where record.Batch.Records copies the
+// whole body per call. It refuses (ok false) any other batch and stops
+// (next false, done false) at anything unusual: headers or a malformed
+// record. Those go through Records, whose checks and errors stay the only
+// ones; what it yields equals what Records returns.
+type noneBatch struct {
+	b    *record.Batch
+	data []byte
+	p    int
+	left int32
+	lat  bool
+}
+
+func newNoneBatch(b *record.Batch) (noneBatch, bool) {
 	count := b.RecordCount
 	if b.Magic < 2 || b.Codec() != record.None || count <= 0 ||
 		len(b.Raw) < record.HeaderSize || len(b.Raw) != b.Size() {
-		return dst, false
+		return noneBatch{}, false
 	}
 	data := b.Raw[record.HeaderSize:]
 	if int64(count) > int64(len(data)/minRecordBytes) {
+		return noneBatch{}, false
+	}
+	return noneBatch{b: b, data: data, left: count, lat: b.LogAppendTime()}, true
+}
+
+// next decodes the next record into r (Headers nil).
+func (it *noneBatch) next(r *record.Record) bool {
+	if it.left == 0 {
+		return false
+	}
+	data := it.data[it.p:]
+	length, n := readVarint(data)
+	if n <= 0 || length < minRecordBytes-1 || int64(length) > int64(len(data)-n) {
+		return false
+	}
+	rb := data[n : n+int(length)]
+	q := 1 // attributes
+	ts, m := readVarlong(rb[q:])
+	if m <= 0 {
+		return false
+	}
+	q += m
+	od, m := readVarint(rb[q:])
+	if m <= 0 {
+		return false
+	}
+	q += m
+	var ok bool
+	if r.Key, q, ok = readVarBytes(rb, q); !ok {
+		return false
+	}
+	if r.Value, q, ok = readVarBytes(rb, q); !ok {
+		return false
+	}
+	if q >= len(rb) || rb[q] != 0 || q+1 != len(rb) { // headersCount 0, then the end
+		return false
+	}
+	r.Offset = it.b.BaseOffset + int64(od)
+	r.Timestamp = it.b.BaseTimestamp + ts
+	if it.lat {
+		r.Timestamp = it.b.MaxTimestamp
+	}
+	r.Headers = nil
+	it.p += n + int(length)
+	it.left--
+	return true
+}
+
+// done reports whether every record was decoded and nothing follows them.
+func (it *noneBatch) done() bool { return it.left == 0 && it.p == len(it.data) }
+
+// plainRecords decodes an uncompressed v2 batch into dst (reused by the
+// caller) with noneBatch; false leaves the batch to Records. b.Raw must not
+// be reused while the records are in use.
+func plainRecords(b *record.Batch, dst []record.Record) ([]record.Record, bool) {
+	it, ok := newNoneBatch(b)
+	if !ok {
 		return dst, false
 	}
-	lat := b.LogAppendTime()
-	p := 0
-	for range count {
-		length, n := readVarint(data[p:])
-		if n <= 0 || length < minRecordBytes-1 || int64(length) > int64(len(data)-p-n) {
-			return dst, false
-		}
-		rb := data[p+n : p+n+int(length)]
-		p += n + int(length)
-		q := 1 // attributes
-		ts, m := readVarlong(rb[q:])
-		if m <= 0 {
-			return dst, false
-		}
-		q += m
-		od, m := readVarint(rb[q:])
-		if m <= 0 {
-			return dst, false
-		}
-		q += m
-		r := record.Record{Offset: b.BaseOffset + int64(od), Timestamp: b.BaseTimestamp + ts}
-		if lat {
-			r.Timestamp = b.MaxTimestamp
-		}
-		var ok bool
-		if r.Key, q, ok = readVarBytes(rb, q); !ok {
-			return dst, false
-		}
-		if r.Value, q, ok = readVarBytes(rb, q); !ok {
-			return dst, false
-		}
-		hc, m := readVarint(rb[q:])
-		if m <= 0 || hc != 0 || q+m != len(rb) {
-			return dst, false
-		}
+	var r record.Record
+	for it.next(&r) {
 		dst = append(dst, r)
 	}
-	return dst, p == len(data)
+	return dst, it.done()
+}
+
+// renderNone renders a plain view of an uncompressed v2 batch straight
+// from its bytes (the records below hi, not aborted). False (dst
+// unchanged) leaves the batch to Records.
+func renderNone(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet) ([]byte, bool) {
+	it, ok := newNoneBatch(b)
+	if !ok {
+		return dst, false
+	}
+	start := len(dst)
+	txn := b.IsTransactional() && !ab.empty()
+	var r record.Record
+	for it.next(&r) {
+		if r.Offset >= hi || (txn && ab.aborted(b.ProducerID, r.Offset)) {
+			continue // still decoded: a bad record anywhere fails the batch
+		}
+		dst = appendPlainRecord(dst, &r, f)
+	}
+	if !it.done() {
+		return dst[:start], false
+	}
+	return dst, true
 }
 
 // minRecordBytes is the smallest v2 record (kafka-formats.md §1.4): every
@@ -277,6 +336,9 @@ const minRecordBytes = 7
 // readVarint decodes a zig-zag varint of at most 5 bytes as Kafka (and
 // engine/record) does; n <= 0 means it is cut short or too long.
 func readVarint(b []byte) (v int32, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return int32(b[0]>>1) ^ -int32(b[0]&1), 1
+	}
 	var u uint32
 	for i := 0; i < 5; i++ {
 		if i >= len(b) {
@@ -293,6 +355,9 @@ func readVarint(b []byte) (v int32, n int) {
 
 // readVarlong is readVarint for varlongs of at most 10 bytes.
 func readVarlong(b []byte) (v int64, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return int64(b[0]>>1) ^ -int64(b[0]&1), 1
+	}
 	var u uint64
 	for i := 0; i < 10; i++ {
 		if i >= len(b) {
