@@ -200,12 +200,15 @@ func readAllLimit(r io.Reader, out []byte, limit int) ([]byte, error) {
 	}
 }
 
-// zstd: zstd-jni's ZstdOutputStream at level 3 without checksum; klauspost's
-// SpeedDefault is its level 3 equivalent. One Encoder and one Decoder are
-// shared: EncodeAll and DecodeAll may be called concurrently.
+// zstd: a standard frame without checksum, as zstd-jni's ZstdOutputStream
+// writes. Kafka uses level 3 (klauspost's SpeedDefault); we use SpeedFastest
+// (level 1 equivalent): measured 2.2x faster encoding for ~1-2% larger
+// batches, and any zstd reader decodes either. (A 1 MiB window made no
+// measurable difference.) One Encoder and one Decoder are shared: EncodeAll
+// and DecodeAll may be called concurrently.
 var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderCRC(false),
 		zstd.WithZeroFrames(true))
 	if err != nil {
