@@ -723,10 +723,10 @@ func TestDiskFullENOSPC(t *testing.T) {
 	require.NoError(t, err)
 	for attempted < 200000 && faultErr == nil {
 		var buf bytes.Buffer
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 100; i++ {
 			buf.WriteString(relPayload(0, attempted+i) + "\n")
 		}
-		attempted += 20
+		attempted += 100
 		if _, err := f.Write(buf.Bytes()); err != nil {
 			faultErr = fmt.Errorf("write: %w", err)
 		} else if err := f.Sync(); err != nil {
