@@ -3,6 +3,7 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -212,6 +213,28 @@ func (h *appendHandle) parse(line []byte) (record.Record, error) {
 	return parsePlainLine(line, h.lc)
 }
 
+// keyRequired reports whether the topic is compacted now (cleanup.policy
+// contains compact; it can change at run time through config): then, as in
+// Kafka ("Compacted topic cannot accept message without key"), every record
+// needs a key.
+func (h *appendHandle) keyRequired() bool {
+	return h.topic != nil && h.topic.Config().Compact()
+}
+
+// logKeyless logs a refused keyless record of a compacted topic. The caller
+// holds h.mu.
+func (h *appendHandle) logKeyless() {
+	file := "append"
+	if h.jsonl {
+		file = "append.jsonl"
+	}
+	if h.fixed >= 0 {
+		file = strconv.Itoa(h.fixed) + "/" + file
+	}
+	h.fsys.log.Warn("fusefs: refused a record without a key (EINVAL): a compacted topic (cleanup.policy contains compact) needs a key on every record, as in Kafka; write KEY<key.separator>VALUE lines with parse.key=true, or give append.jsonl lines a \"key\"",
+		"topic", h.topic.Name(), "file", file, "cleanup_policy", h.topic.Config().CleanupPolicy, "parse_key", h.lc.parseKey)
+}
+
 // write frames data into lines and buffers their records. Either every
 // complete line of data is accepted or none is (the errno says why).
 func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
@@ -240,6 +263,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		h.skipping = true
 		return 0, syscall.EMSGSIZE
 	}
+	keyRequired := len(lines) > 0 && h.keyRequired()
 	recs := make([]record.Record, 0, len(lines))
 	var arena []byte // one copy of the plain lines; records alias it
 	if !h.jsonl {
@@ -266,6 +290,10 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		}
 		if h.checkSize && recordSize(&r) > h.maxMessage {
 			return 0, syscall.EMSGSIZE
+		}
+		if keyRequired && r.Key == nil {
+			h.logKeyless()
+			return 0, h.fsys.errno("write", errKeyRequired)
 		}
 		recs = append(recs, r)
 	}
@@ -400,6 +428,9 @@ func (h *appendHandle) flush() syscall.Errno {
 			err = perr
 		case h.checkSize && recordSize(&r) > h.maxMessage:
 			err = errTooLong
+		case r.Key == nil && h.keyRequired():
+			h.logKeyless()
+			err = errKeyRequired
 		default:
 			err = h.add([]record.Record{r})
 		}

@@ -40,6 +40,21 @@
 //     key key.separator value, where a key or value equal to null.marker is
 //     null (a null value is a tombstone) and a line without the separator is
 //     EINVAL. Plain views print null keys and values as null.marker.
+//   - Compacted topics need keys, as in Kafka ("Compacted topic cannot
+//     accept message without key"): while the topic's cleanup.policy
+//     contains compact (compact or compact,delete, as the config is now), a
+//     record with a null key written to append or append.jsonl, topic or
+//     partition level, is refused with EINVAL and a warning in the log, and
+//     nothing of that write(2) is applied (a keyed line in the same write
+//     included). Without parse.key every plain line is keyless, so such a
+//     topic needs parse.key=true (key key.separator value; a key equal to
+//     null.marker is null) or append.jsonl lines with a "key". An empty key
+//     (JSON "", or an empty plain key when null.marker is not empty) is a key. A final
+//     unterminated keyless line is refused at close(2), which shells do not
+//     report. Keyed tombstones are fine. The engine stays permissive
+//     (Partition.Append takes keyless records, as Kafka's log layer does for
+//     data a broker already accepted); the rule is enforced where the mount
+//     builds records (append.go).
 //   - JSON lines: see appendJSONRecord and parseJSONLine. Non-UTF-8 keys and
 //     values are base64 with "key_encoding"/"value_encoding":"base64";
 //     headers are an object, or an array of {"key","value"} when keys repeat

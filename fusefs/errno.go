@@ -32,12 +32,18 @@ var errnoTable = []struct {
 	{engine.ErrClosed, syscall.ENOENT}, // the topic was deleted under an open handle
 	{errParse, syscall.EINVAL},
 	{errTooLong, syscall.EMSGSIZE},
+	{errKeyRequired, syscall.EINVAL},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.EINTR},
 }
 
 // errParse reports a malformed append line, config line or view name.
 var errParse = errors.New("fusefs: malformed input")
+
+// errKeyRequired reports a record without a key written to a compacted topic
+// (Kafka's InvalidRecordException "Compacted topic cannot accept message
+// without key").
+var errKeyRequired = errors.New("fusefs: compacted topic cannot accept a record without a key")
 
 // errTooLong reports a record (or an unterminated line) above max.message.bytes.
 var errTooLong = errors.New("fusefs: record larger than max.message.bytes")

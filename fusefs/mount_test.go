@@ -260,6 +260,71 @@ func TestMkdirUsesTopicPartitionCount(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "no creation marker left behind")
 }
 
+// TestCompactedTopicNeedsKeys: like Kafka, a compacted topic refuses a
+// record without a key, at write() with EINVAL, applying nothing of that
+// write; keyed records (and keyed tombstones) still go in.
+func TestCompactedTopicNeedsKeys(t *testing.T) {
+	m := newTestMount(t, mountOpts{
+		config:    map[string]string{"num.partitions": "2"},
+		overrides: map[string]map[string]string{"compacted": {"cleanup.policy": "compact"}},
+	})
+	m.sh(t, `mkdir $MNT/compacted $MNT/plain`)
+	refused := func(script string) {
+		t.Helper()
+		_, errOut, err := m.shErr(script)
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, script)
+		assert.Equal(t, 1, ee.ExitCode(), script)
+		assert.Contains(t, errOut, "Invalid argument", script)
+	}
+	// Without parse.key a plain line is a value with a null key.
+	refused(`echo novalue >> $MNT/compacted/0/append`)
+	refused(`echo novalue >> $MNT/compacted/append`)
+	refused(`echo '{"value":"v"}' >> $MNT/compacted/0/append.jsonl`)
+	refused(`echo '{"key":null,"value":"v"}' >> $MNT/compacted/append.jsonl`)
+	m.sh(t, `echo 'parse.key=true' > $MNT/compacted/config`)
+	refused(`printf '\tv\n' >> $MNT/compacted/0/append`) // null.marker is empty: an empty key is null
+	m.sh(t, `echo 'null.marker=NULLKEY' > $MNT/compacted/config`)
+	refused(`echo 'NULLKEY	v' >> $MNT/compacted/1/append`)
+
+	// One write with a keyed line and a keyless one: none of it is applied.
+	writeOnce := func(path, data string) (werr, cerr error) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		require.NoError(t, err)
+		_, werr = f.WriteString(data)
+		return werr, f.Close()
+	}
+	werr, cerr := writeOnce(m.path("compacted", "0", "append"), "k0\tok\nNULLKEY\tv\n")
+	assert.ErrorIs(t, werr, syscall.EINVAL)
+	assert.NoError(t, cerr)
+	// A final unterminated keyless line is refused at close (bash ignores
+	// close errors, so check close(2) itself).
+	werr, cerr = writeOnce(m.path("compacted", "1", "append.jsonl"), `{"value":"v"}`)
+	assert.NoError(t, werr, "a line is judged once complete")
+	assert.ErrorIs(t, cerr, syscall.EINVAL)
+	for id := range 2 {
+		assert.EqualValues(t, 0, m.partition(t, "compacted", id).LogEndOffset(), "nothing of a refused write is applied: %s", m.sh(t, fmt.Sprintf("cat $MNT/compacted/%d/records.jsonl", id)))
+	}
+
+	// Keyed records, and keyed tombstones, go in.
+	m.sh(t, `printf 'k1\tv1\nk2\tv2\nk1\tNULLKEY\n' >> $MNT/compacted/0/append`)
+	m.sh(t, `echo '{"key":"k3","value":"v3"}' >> $MNT/compacted/append.jsonl`)
+	m.sh(t, `printf 'k4\tv4' >> $MNT/compacted/1/append`)
+	js := m.sh(t, `cat $MNT/compacted/0/records.jsonl`)
+	assert.Contains(t, js, `"key":"k1","value":"v1"`)
+	assert.Contains(t, js, `"key":"k1","value":null`, "a keyed tombstone is fine")
+	total := m.partition(t, "compacted", 0).LogEndOffset() + m.partition(t, "compacted", 1).LogEndOffset()
+	assert.EqualValues(t, 5, total)
+
+	// Only compacted topics need keys: a delete topic takes keyless records,
+	// and so does a compacted one switched to delete at run time;
+	// compact,delete needs them again.
+	m.sh(t, `echo novalue >> $MNT/plain/0/append`)
+	m.sh(t, `printf 'parse.key=false\ncleanup.policy=delete\n' > $MNT/compacted/config && echo novalue >> $MNT/compacted/0/append`)
+	refused(`echo 'cleanup.policy=compact,delete' > $MNT/compacted/config && echo novalue >> $MNT/compacted/0/append`)
+	assert.EqualValues(t, 6, m.partition(t, "compacted", 0).LogEndOffset()+m.partition(t, "compacted", 1).LogEndOffset())
+}
+
 func TestJSONRoundTrip(t *testing.T) {
 	m := newTestMount(t, mountOpts{})
 	m.sh(t, `mkdir $MNT/a $MNT/b`)
