@@ -157,13 +157,14 @@ func BenchmarkRenderBatch(b *testing.B) {
 	}
 	var (
 		out []byte
+		sc  renderScratch
 		rs  []record.Record
 	)
 	b.Run("in-place", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if out, rs, err = renderBatch(out[:0], &batch, viewFormat{}, nil, rs); err != nil {
+			if out, err = renderBatch(out[:0], &batch, viewFormat{}, nil, &sc); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -83,9 +83,9 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		x.mu.cps = []checkpoint{{0, 0}}
 	}
 	var (
-		buf  []byte
-		out  []byte
-		recs []record.Record
+		buf []byte
+		out []byte
+		sc  renderScratch
 	)
 	for x.mu.scanned < limit && x.mu.bad == nil {
 		if err := ctx.Err(); err != nil {
@@ -94,7 +94,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		b, err := x.key.seg.ReadBatch(x.mu.scanned, buf)
 		if err == nil {
 			buf = b.Raw[:cap(b.Raw)]
-			out, recs, err = renderBatch(out[:0], &b, x.key.format, ab, recs)
+			out, err = renderBatch(out[:0], &b, x.key.format, ab, &sc)
 		}
 		if err != nil {
 			log(x.key.seg, x.mu.scanned, err)
@@ -150,9 +150,9 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		cp = cps[i-1]
 	}
 	var (
-		buf  []byte
-		out  []byte
-		recs []record.Record
+		buf []byte
+		out []byte
+		sc  renderScratch
 	)
 	r := cp.rpos
 	for pos := cp.fpos; pos <= fpos && pos < scanned; {
@@ -169,7 +169,7 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		if pos == fpos {
 			hi = from // only the records of from's batch that come before it
 		}
-		out, recs, err = renderBatchRange(out[:0], &b, x.key.format, hi, ab, recs)
+		out, err = renderBatchRange(out[:0], &b, x.key.format, hi, ab, &sc)
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
@@ -180,28 +180,37 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 	return r, nil
 }
 
+// renderScratch is what rendering reuses from batch to batch: decoded
+// records and the decompression buffer they alias.
+type renderScratch struct {
+	recs []record.Record
+	dec  []byte
+}
+
 // renderBatch appends the rendering of the shown records of b: none for a
-// control batch, none of an aborted transaction.
-func renderBatch(dst []byte, b *record.Batch, f viewFormat, ab *abortedSet, recs []record.Record) ([]byte, []record.Record, error) {
-	return renderBatchRange(dst, b, f, math.MaxInt64, ab, recs)
+// control batch, none of an aborted transaction. The rendering never
+// aliases b.Raw or sc.
+func renderBatch(dst []byte, b *record.Batch, f viewFormat, ab *abortedSet, sc *renderScratch) ([]byte, error) {
+	return renderBatchRange(dst, b, f, math.MaxInt64, ab, sc)
 }
 
 // renderBatchRange renders the shown records of b with offsets below hi.
-func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet, recs []record.Record) ([]byte, []record.Record, error) {
+// A plain view of an uncompressed batch is rendered in place (renderNone);
+// anything else is decoded with RecordsInto (keys and values alias b.Raw
+// or sc.dec, no copy per batch).
+func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) ([]byte, error) {
 	if b.IsControl() {
-		return dst, recs, nil
+		return dst, nil
 	}
 	if !f.json {
 		if out, ok := renderNone(dst, b, f, hi, ab); ok {
-			return out, recs, nil
+			return out, nil
 		}
 	}
-	recs, ok := plainRecords(b, recs[:0])
-	if !ok {
-		var err error
-		if recs, err = b.Records(recs[:0]); err != nil {
-			return dst, recs, err
-		}
+	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
+	sc.recs, sc.dec = recs[:0], dec
+	if err != nil {
+		return dst, err
 	}
 	txn := b.IsTransactional() && !ab.empty()
 	for i := range recs {
@@ -214,7 +223,7 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 		}
 		dst = f.appendRecord(dst, r)
 	}
-	return dst, recs, nil
+	return dst, nil
 }
 
 // noneBatch walks the records of an uncompressed v2 batch in place: keys
@@ -290,21 +299,6 @@ func (it *noneBatch) next(r *record.Record) bool {
 
 // done reports whether every record was decoded and nothing follows them.
 func (it *noneBatch) done() bool { return it.left == 0 && it.p == len(it.data) }
-
-// plainRecords decodes an uncompressed v2 batch into dst (reused by the
-// caller) with noneBatch; false leaves the batch to Records. b.Raw must not
-// be reused while the records are in use.
-func plainRecords(b *record.Batch, dst []record.Record) ([]record.Record, bool) {
-	it, ok := newNoneBatch(b)
-	if !ok {
-		return dst, false
-	}
-	var r record.Record
-	for it.next(&r) {
-		dst = append(dst, r)
-	}
-	return dst, it.done()
-}
 
 // renderNone renders a plain view of an uncompressed v2 batch straight
 // from its bytes (the records below hi, not aborted). False (dst

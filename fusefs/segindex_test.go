@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,19 @@ func plainRecordsBatch(t testing.TB, base int64, codec record.Codec, lat bool, r
 	return raw
 }
 
+// plainRecords collects what noneBatch yields for b.
+func plainRecords(b *record.Batch, dst []record.Record) ([]record.Record, bool) {
+	it, ok := newNoneBatch(b)
+	if !ok {
+		return dst, false
+	}
+	var r record.Record
+	for it.next(&r) {
+		dst = append(dst, r)
+	}
+	return dst, it.done()
+}
+
 // checkPlainRecords requires plainRecords to agree with Batch.Records
 // whenever it accepts raw.
 func checkPlainRecords(t *testing.T, raw []byte) bool {
@@ -36,6 +50,14 @@ func checkPlainRecords(t *testing.T, raw []byte) bool {
 	slow, err := b.Records(nil)
 	require.NoError(t, err, "plainRecords accepted a batch Records refuses")
 	require.Equal(t, slow, fast)
+	f := viewFormat{printKey: true, separator: "=", nullMarker: "NULL"}
+	var want []byte
+	for i := range slow {
+		want = appendPlainRecord(want, &slow[i], f)
+	}
+	got, ok := renderNone(nil, &b, f, math.MaxInt64, nil)
+	require.True(t, ok)
+	require.Equal(t, string(want), string(got))
 	return true
 }
 

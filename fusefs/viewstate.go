@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/topicfs/topicfs/engine"
-	"github.com/topicfs/topicfs/engine/record"
 )
 
 // heldSeg is one segment a view state holds (retained) and the part of its
@@ -239,7 +238,7 @@ type cursor struct {
 	fpos  int64
 	rpos  int64
 	buf   []byte
-	recs  []record.Record
+	sc    renderScratch
 	raw   []byte
 	err   error // from a failed seek, returned by read
 }
@@ -306,7 +305,7 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 		}
 		c.raw = b.Raw[:cap(b.Raw)]
 		c.rpos = end
-		c.buf, c.recs, err = renderBatch(c.buf[:0], &b, st.format, st.abSet(), c.recs)
+		c.buf, err = renderBatch(c.buf[:0], &b, st.format, st.abSet(), &c.sc)
 		if err != nil {
 			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
 			return n, err
@@ -339,6 +338,6 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	}
 	cp := x.locate(pos - h.rstart + h.skip)
 	*c = cursor{valid: true, seg: i, h: h, lo: h.rstart, fpos: cp.fpos, rpos: h.rstart - h.skip + cp.rpos,
-		buf: c.buf[:0], recs: c.recs, raw: c.raw}
+		buf: c.buf[:0], sc: c.sc, raw: c.raw}
 	return true
 }
