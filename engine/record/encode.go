@@ -97,7 +97,10 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 		}
 		maxTs = recs[0].Timestamp
 	}
-	// Pass 1: validate and size.
+	// Pass 1: validate and size. Each record's size is kept for pass 2.
+	szp := sizesPool.Get().(*[]int32)
+	defer putSizes(szp)
+	sizes := (*szp)[:0]
 	bodySize := 0
 	for i := range recs {
 		r := &recs[i]
@@ -113,7 +116,9 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 		if sz > math.MaxInt32-HeaderSize || bodySize > math.MaxInt32-HeaderSize {
 			return dst, fmt.Errorf("%w: records of %d bytes", errEncode, bodySize)
 		}
+		sizes = append(sizes, int32(sz))
 	}
+	*szp = sizes
 	lastDelta := spec.LastOffsetDelta
 	if len(recs) > 0 {
 		derived := int32(recs[len(recs)-1].Offset - spec.BaseOffset)
@@ -136,13 +141,13 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 	// Pass 2: write the records, directly or into a scratch buffer.
 	if codec == None {
 		for i := range recs {
-			dst = appendRecord(dst, &recs[i], spec.BaseOffset, baseTs)
+			dst = appendRecordSized(dst, &recs[i], spec.BaseOffset, baseTs, sizes[i])
 		}
 	} else {
 		sp := getScratch(bodySize)
 		body := (*sp)[:0]
 		for i := range recs {
-			body = appendRecord(body, &recs[i], spec.BaseOffset, baseTs)
+			body = appendRecordSized(body, &recs[i], spec.BaseOffset, baseTs, sizes[i])
 		}
 		var err error
 		dst, err = compress(dst, codec, body)
@@ -208,11 +213,22 @@ func bytesSize(b []byte) int {
 	return varintSize(int32(len(b))) + len(b)
 }
 
-// appendRecord appends r's v2 encoding (length varint first).
-func appendRecord(b []byte, r *Record, baseOffset, baseTs int64) []byte {
+// sizesPool holds Encode's per-record size slices.
+var sizesPool = sync.Pool{New: func() any { s := make([]int32, 0, 1024); return &s }}
+
+func putSizes(sp *[]int32) {
+	if cap(*sp) <= 1<<20 {
+		*sp = (*sp)[:0]
+		sizesPool.Put(sp)
+	}
+}
+
+// appendRecordSized appends r's v2 encoding (length varint first); size is
+// its recordBodySize, computed once in Encode's first pass.
+func appendRecordSized(b []byte, r *Record, baseOffset, baseTs int64, size int32) []byte {
 	offDelta := int32(r.Offset - baseOffset)
 	tsDelta := r.Timestamp - baseTs
-	b = appendVarint(b, int32(recordBodySize(r, offDelta, tsDelta)))
+	b = appendVarint(b, size)
 	b = append(b, 0) // attributes
 	b = appendVarlong(b, tsDelta)
 	b = appendVarint(b, offDelta)
