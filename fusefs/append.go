@@ -173,7 +173,13 @@ type appendHandle struct {
 	skipping bool
 	// broken is set when a write failed after a line was begun: the begun
 	// line is dropped at close unless a later write completes it.
-	broken  bool
+	broken bool
+	// arena holds the bytes of buffered plain records (they alias it),
+	// recs is write's scratch and idle keeps emptied batches for reuse, so
+	// a write allocates nothing in the steady state.
+	arena   []byte
+	recs    []record.Record
+	idle    map[int]*pendingBatch
 	touched map[int]partitionLog // appended to since open (fsync flushes them)
 	written map[int]partitionLog // appended to since the last close
 }
@@ -255,45 +261,83 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		}
 		return 0, syscall.EMSGSIZE
 	}
-	lines, tail := h.split.split(data)
-	if int64(len(tail)) > h.maxMessage {
-		// An unterminated line that can never fit: drop what was buffered
-		// of it and refuse it up to its end.
-		h.split.set(nil)
-		h.skipping = true
-		return 0, syscall.EMSGSIZE
-	}
-	keyRequired := len(lines) > 0 && h.keyRequired()
-	recs := make([]record.Record, 0, len(lines))
-	var arena []byte // one copy of the plain lines; records alias it
-	if !h.jsonl {
-		n := 0
-		for _, l := range lines {
-			n += len(l)
+	// Frame without copying data: complete lines are parsed from data (the
+	// first one joined with the buffered partial line in the arena), only
+	// the unterminated tail is copied for the next write.
+	last := bytes.LastIndexByte(data, '\n')
+	partial := h.split.partial
+	var tail []byte
+	if last < 0 {
+		if int64(len(partial)+len(data)) > h.maxMessage {
+			// An unterminated line that can never fit: drop what was
+			// buffered of it and refuse it up to its end.
+			h.split.set(nil)
+			h.skipping = true
+			return 0, syscall.EMSGSIZE
 		}
-		arena = make([]byte, 0, n)
+		tail = append(append(make([]byte, 0, len(partial)+len(data)), partial...), data...)
+	} else {
+		if int64(len(data)-last-1) > h.maxMessage {
+			h.split.set(nil)
+			h.skipping = true
+			return 0, syscall.EMSGSIZE
+		}
+		if last+1 < len(data) {
+			tail = append([]byte(nil), data[last+1:]...)
+		}
 	}
-	for _, l := range lines {
+	keyRequired := last >= 0 && h.keyRequired()
+	if len(h.pending) == 0 {
+		// No buffered record aliases the arena: reuse all of it.
+		h.arena = h.arena[:0]
+	}
+	if need := len(partial) + last + 1; !h.jsonl && cap(h.arena)-len(h.arena) < need {
+		// Records still buffered keep the old arena alive; they are
+		// appended within linger.ms.
+		h.arena = make([]byte, 0, max(need, min(max(2*cap(h.arena), 4<<10), arenaSize)))
+	}
+	arenaStart := len(h.arena)
+	recs := h.recs[:0]
+	defer func() {
+		clear(recs)
+		h.recs = recs[:0]
+	}()
+	for rest := data[:last+1]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		l := rest[:i]
+		rest = rest[i+1:]
 		var (
 			r   record.Record
 			err error
 		)
 		if h.jsonl {
+			if len(partial) > 0 {
+				l = append(append(make([]byte, 0, len(partial)+len(l)), partial...), l...)
+				partial = nil
+			}
 			r, err = parseJSONLine(l)
 		} else {
-			start := len(arena)
-			arena = append(arena, l...)
-			r, err = parsePlainLineAliased(arena[start:], h.lc)
+			start := len(h.arena)
+			if len(partial) > 0 {
+				h.arena = append(h.arena, partial...)
+				partial = nil
+			}
+			h.arena = append(h.arena, l...)
+			r, err = parsePlainLineAliased(h.arena[start:len(h.arena):len(h.arena)], h.lc)
+		}
+		if err == nil && h.checkSize && recordSize(&r) > h.maxMessage {
+			err = errTooLong
+		}
+		if err == nil && keyRequired && r.Key == nil {
+			h.logKeyless()
+			err = errKeyRequired
 		}
 		if err != nil {
+			h.arena = h.arena[:arenaStart]
+			if err == errTooLong {
+				return 0, syscall.EMSGSIZE
+			}
 			return 0, h.fsys.errno("write", err)
-		}
-		if h.checkSize && recordSize(&r) > h.maxMessage {
-			return 0, syscall.EMSGSIZE
-		}
-		if keyRequired && r.Key == nil {
-			h.logKeyless()
-			return 0, h.fsys.errno("write", errKeyRequired)
 		}
 		recs = append(recs, r)
 	}
@@ -308,7 +352,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		h.broken = len(prev) > 0
 		return 0, h.fsys.errno("write", err)
 	}
-	if len(lines) > 0 {
+	if last >= 0 {
 		h.broken = false // the begun line was completed
 	}
 	return uint32(len(data)), 0
@@ -341,7 +385,12 @@ func (h *appendHandle) add(recs []record.Record) error {
 					return err
 				}
 			}
-			b = &pendingBatch{p: p}
+			if b = h.idle[id]; b != nil {
+				delete(h.idle, id)
+				b.p = p
+			} else {
+				b = &pendingBatch{p: p}
+			}
 			h.pending[id] = b
 		}
 		b.recs = append(b.recs, recs[i])
@@ -376,8 +425,24 @@ func (h *appendHandle) appendBatch(id int, b *pendingBatch) error {
 	}
 	h.written[id] = b.p
 	_, _, err := b.p.Append(b.recs)
+	clear(b.recs) // the arena may be reused once nothing is pending
+	b.recs, b.bytes = b.recs[:0], 0
+	if cap(b.recs) <= maxIdleRecords {
+		if h.idle == nil {
+			h.idle = map[int]*pendingBatch{}
+		}
+		h.idle[id] = b
+	}
 	return err
 }
+
+// arenaSize caps the geometric growth of a handle's arena (MaxWrite, the
+// largest WRITE): a steady writer of big WRITEs allocates about one arena
+// per arenaSize bytes while records are pending, none when nothing is.
+const arenaSize = 1 << 20
+
+// maxIdleRecords bounds the record slice a handle keeps for reuse.
+const maxIdleRecords = 1 << 14
 
 // appendAll appends every buffered batch. The caller holds h.mu.
 func (h *appendHandle) appendAll() error {
