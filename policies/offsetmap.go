@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -69,6 +70,10 @@ const (
 	LoadFactor = 0.9
 
 	slotBytes = int64(unsafe.Sizeof(offsetSlot{}))
+
+	lo1 = 0x0101010101010101 // 0x01 in each byte
+	lo7 = lo1 * 0x7f         // 0x7f in each byte
+	hi1 = lo1 * 0x80         // 0x80 in each byte
 )
 
 // NewOffsetMap returns a map using at most memory bytes of slots and tags
@@ -233,7 +238,38 @@ func (m *OffsetMap) Get(key []byte) int64 {
 	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
 	tags := m.tags[:n]
+	pat := uint64(tag) * lo1 // tag in each byte
 	for probes := uint64(0); probes < n; probes++ {
+		if i+8 <= n {
+			// Eight tags at once: the first empty byte ends the probe,
+			// matching bytes before it are checked in order.
+			w := binary.LittleEndian.Uint64(tags[i:])
+			empty := ^w & hi1 // a used tag always has its high bit set
+			x := w ^ pat
+			match := ^(((x & lo7) + lo7) | x) & hi1 // exactly the zero bytes of x
+			if empty != 0 {
+				match &= empty&-empty - 1 // only matches before the first empty
+			}
+			for ; match != 0; match &= match - 1 {
+				s := &m.slots[i+uint64(bits.TrailingZeros64(match)>>3)]
+				if s.h1 == h1 {
+					if !have2 {
+						h2, have2 = m.hash2(key), true
+					}
+					if s.h2 == h2 {
+						return s.offset
+					}
+				}
+			}
+			if empty != 0 {
+				return -1
+			}
+			probes += 7
+			if i += 8; i == n {
+				i = 0
+			}
+			continue
+		}
 		t := tags[i]
 		if t == 0 {
 			return -1
