@@ -64,6 +64,25 @@ type jsonRec struct {
 	Timestamp int64           `json:"timestamp"`
 	Key       json.RawMessage `json:"key"`
 	Value     json.RawMessage `json:"value"`
+
+	// plain holds the value when the record came from a plain view (see
+	// plainRecs), which is cheaper to read and parse than JSON.
+	plain    string
+	hasPlain bool
+}
+
+// plainRecs turns the lines of a plain view of a log without deletions
+// into records whose offsets are their line numbers.
+func plainRecs(data []byte) ([]jsonRec, error) {
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return nil, fmt.Errorf("view does not end with a newline: last bytes %q", tailBytes(data, 80))
+	}
+	lines := linesOf(string(data))
+	out := make([]jsonRec, len(lines))
+	for i, l := range lines {
+		out[i] = jsonRec{Offset: int64(i), plain: l, hasPlain: true}
+	}
+	return out, nil
 }
 
 // str decodes a raw JSON string; null and non-strings give ok=false.
@@ -78,8 +97,13 @@ func rawString(r json.RawMessage) (string, bool) {
 	return s, true
 }
 
-func (r jsonRec) IsTombstone() bool { return len(r.Value) == 0 || string(r.Value) == "null" }
+func (r jsonRec) IsTombstone() bool {
+	return !r.hasPlain && (len(r.Value) == 0 || string(r.Value) == "null")
+}
 func (r jsonRec) ValueString() (string, bool) {
+	if r.hasPlain {
+		return r.plain, true
+	}
 	return rawString(r.Value)
 }
 func (r jsonRec) KeyString() (string, bool) { return rawString(r.Key) }
