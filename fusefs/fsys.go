@@ -27,6 +27,7 @@ type partitionLog interface {
 	LogStartOffset() int64
 	LogEndOffset() int64
 	RecoveryPoint() int64
+	FirstDirtyOffset() int64
 	Segments() []engine.SegmentInfo
 	Subscribe() (<-chan struct{}, func())
 	Stats() engine.PartitionStats

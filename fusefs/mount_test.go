@@ -3,11 +3,15 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/policies"
 )
 
 // testMount is a mounted tree over a LogDir in t.TempDir(), unmounted in
@@ -27,12 +33,15 @@ type testMount struct {
 	mnt  string
 	data string
 	d    *engine.LogDir
+	// sched reports policy state (mountOpts.scheduler); tests drive it.
+	sched *policies.Scheduler
 }
 
 // mountOpts configures newTestMount.
 type mountOpts struct {
 	config    map[string]string            // defaults changed from engine.DefaultConfig
 	overrides map[string]map[string]string // [topics.NAME] tables
+	scheduler bool                         // report policy state from a policies.Scheduler (not started)
 	readOnly  bool
 	opLatency func(op string, d time.Duration)
 }
@@ -59,7 +68,13 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 	mnt := t.TempDir()
 	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, Overrides: o.overrides, ReadOnly: o.readOnly})
 	require.NoError(t, err)
-	srv, err := Mount(mnt, d, Options{ReadOnly: o.readOnly, OpLatency: o.opLatency})
+	fopts := Options{ReadOnly: o.readOnly, OpLatency: o.opLatency}
+	var sched *policies.Scheduler
+	if o.scheduler {
+		sched = policies.NewScheduler(d, policies.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		fopts.State = sched.Lookup
+	}
+	srv, err := Mount(mnt, d, fopts)
 	if err != nil {
 		d.Close()
 		require.NoError(t, err)
@@ -77,9 +92,12 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 		srv.Wait()
+		if sched != nil {
+			sched.Stop()
+		}
 		assert.NoError(t, d.Close())
 	})
-	return &testMount{mnt: mnt, data: data, d: d}
+	return &testMount{mnt: mnt, data: data, d: d, sched: sched}
 }
 
 func (m *testMount) path(parts ...string) string {
@@ -495,6 +513,91 @@ func TestStatsAndSegments(t *testing.T) {
 	got, err := os.ReadFile(m.path("st", "0", "segments", "00000000000000000000.log"))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got), "segments/ serves the file's bytes (%d vs %d bytes)", len(want), len(got))
+}
+
+// snakeKeys collects every object key of a decoded JSON value, with its path.
+func snakeKeys(v any, path string, out map[string]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			out[path+"."+k] = k
+			snakeKeys(c, path+"."+k, out)
+		}
+	case []any:
+		for _, c := range v {
+			snakeKeys(c, path+"[]", out)
+		}
+	}
+}
+
+// TestStatsFields: stats has every field DESIGN.md §2 names, snake_case keys
+// at every depth, the same top-level keys whatever the state, and cleaner and
+// retention state also when no scheduler runs (read-only mounts).
+func TestStatsFields(t *testing.T) {
+	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "size_bytes", "segment_count",
+		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "policies", "explanations"}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	check := func(t *testing.T, raw string) map[string]any {
+		t.Helper()
+		var st map[string]any
+		require.NoError(t, json.Unmarshal([]byte(raw), &st), raw)
+		var got []string
+		for k := range st {
+			got = append(got, k)
+		}
+		assert.ElementsMatch(t, top, got, "top-level keys")
+		keys := map[string]string{}
+		snakeKeys(st, "", keys)
+		for path, k := range keys {
+			assert.Regexp(t, snake, k, "key %s is snake_case", path)
+		}
+		pol, ok := st["policies"].(map[string]any)
+		require.True(t, ok, "policies is an object: %s", raw)
+		for _, k := range []string{"cleanup_policy", "dirty_ratio", "min_cleanable_dirty_ratio", "first_dirty_offset", "why_oldest_segment_kept", "why_cleaned_or_not", "explanations"} {
+			assert.Contains(t, pol, k, "policies.%s", k)
+		}
+		assert.NotEmpty(t, st["explanations"], "plain-words answers")
+		return st
+	}
+
+	t.Run("scheduler", func(t *testing.T) {
+		m := newTestMount(t, mountOpts{scheduler: true, config: map[string]string{"segment.bytes": "1024"},
+			overrides: map[string]map[string]string{"c": {"cleanup.policy": "compact", "parse.key": "true", "min.cleanable.dirty.ratio": "0.01"}}})
+		m.sh(t, `mkdir $MNT/empty $MNT/c && for i in $(seq 1 200); do printf 'k%d\tv%d\n' $((i % 5)) $i; done > $MNT/c/0/append`)
+		empty := check(t, m.sh(t, `cat $MNT/empty/0/stats`))
+		assert.EqualValues(t, -1, empty["first_timestamp"])
+		assert.EqualValues(t, 0, empty["log_end_offset"])
+		runs, err := m.sched.RunCleaner()
+		require.NoError(t, err)
+		require.NotEmpty(t, runs, "the compacted partition was cleaned")
+		st := check(t, m.sh(t, `cat $MNT/c/0/stats`))
+		assert.EqualValues(t, 200, st["log_end_offset"])
+		assert.Greater(t, st["segment_count"], 1.0)
+		assert.Greater(t, st["size_bytes"], 0.0)
+		assert.Greater(t, st["first_timestamp"], 0.0)
+		assert.GreaterOrEqual(t, st["last_timestamp"], st["first_timestamp"])
+		pol := st["policies"].(map[string]any)
+		assert.Equal(t, "compact", pol["cleanup_policy"])
+		assert.Contains(t, pol, "last_cleaning", "the cleaning run is reported")
+	})
+	t.Run("read-only", func(t *testing.T) {
+		data := t.TempDir()
+		d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{})
+		require.NoError(t, err)
+		tp, err := d.CreateTopic("r", 1)
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		_, _, err = p.Append([]record.Record{{Timestamp: 1000, Value: []byte("a")}, {Timestamp: 2000, Value: []byte("b")}})
+		require.NoError(t, err)
+		require.NoError(t, d.Close())
+		m := newTestMountAt(t, data, true)
+		st := check(t, m.sh(t, `cat $MNT/r/0/stats`))
+		assert.EqualValues(t, 1000, st["first_timestamp"])
+		assert.EqualValues(t, 2000, st["last_timestamp"])
+		assert.EqualValues(t, 2, st["log_end_offset"])
+		assert.Contains(t, st["explanations"], "read-only mount: retention and log cleaning do not run, so no segment is deleted or compacted")
+	})
 }
 
 // newTestMountAt mounts an existing data directory.

@@ -28,7 +28,9 @@ var (
 )
 
 // partitionStats is the stats file's JSON. Field names are part of the
-// user contract (scripts parse them).
+// user contract (scripts parse them): snake_case, and every top-level key is
+// always present (active_segment is null only for a partition without
+// segments; policies is always an object, explanations always an array).
 type partitionStats struct {
 	Topic          string                   `json:"topic"`
 	Partition      int                      `json:"partition"`
@@ -39,10 +41,10 @@ type partitionStats struct {
 	FirstTimestamp int64                    `json:"first_timestamp"` // -1: empty
 	LastTimestamp  int64                    `json:"last_timestamp"`  // -1: empty
 	RecoveryPoint  int64                    `json:"recovery_point"`
-	ActiveSegment  *segmentStats            `json:"active_segment,omitempty"`
+	ActiveSegment  *segmentStats            `json:"active_segment"`
 	Counters       counterStats             `json:"counters"`
 	Policies       *policies.PartitionState `json:"policies"`
-	Explanations   []string                 `json:"explanations,omitempty"`
+	Explanations   []string                 `json:"explanations"`
 }
 
 // segmentStats describes the active segment in stats (snake_case like the
@@ -107,14 +109,40 @@ func (s *statsNode) render() ([]byte, error) {
 	if s.fsys.opts.State != nil {
 		if ps, ok := s.fsys.opts.State(s.loc.topic, s.loc.id); ok {
 			st.Policies = &ps
-			st.Explanations = ps.Explanations
 		}
+	}
+	if st.Policies == nil {
+		st.Policies = idlePolicyState(s.loc, p, s.fsys.opts.ReadOnly)
+	}
+	st.Explanations = st.Policies.Explanations
+	if st.Explanations == nil {
+		st.Explanations = []string{}
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// idlePolicyState is the cleaner and retention state of a partition when no
+// scheduler reports one (a read-only mount runs neither): the configured
+// policy, the cleaner checkpoint, and a sentence saying nothing runs.
+func idlePolicyState(loc partLoc, p partitionLog, readOnly bool) *policies.PartitionState {
+	cfg := p.Config()
+	why := "retention and log cleaning are not running on this mount, so no segment is deleted or compacted"
+	if readOnly {
+		why = "read-only mount: retention and log cleaning do not run, so no segment is deleted or compacted"
+	}
+	return &policies.PartitionState{
+		Topic: loc.topic, Partition: loc.id, CleanupPolicy: cfg.CleanupPolicy,
+		MinCleanableDirtyRatio: cfg.MinCleanableDirtyRatio,
+		FirstDirtyOffset:       p.FirstDirtyOffset(),
+		FirstUncleanableOffset: -1,
+		RetentionExplanation:   why,
+		CleanerExplanation:     why,
+		Explanations:           []string{why},
+	}
 }
 
 // firstTimestamp is the timestamp of the first retained record, -1 if none.
