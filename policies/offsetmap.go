@@ -27,10 +27,11 @@ import (
 //
 // A key's home slot is hash[0:8] scaled to [0, n) by a multiply (no
 // division, any n). Collisions resolve by linear probing over the tag
-// array: a lookup reads one byte per probe and touches a 24-byte slot only
-// when the tag matches, so a miss at load factor 0.9 (tens of probes) costs
-// about one cache line of tags, and the second hash half is computed only
-// for a tag match. The map accepts new keys until Len reaches LoadFactor ×
+// array: Put reads one tag per probe, Get eight at a time (one 64-bit word),
+// and both touch a 24-byte slot only when the tag matches, so a miss at load
+// factor 0.9 (tens of probes) costs about one cache line of tags, and the
+// second hash half is computed only for a tag match. (A hit costs the tag
+// line and the slot line: slightly more than with slots alone.) The map accepts new keys until Len reaches LoadFactor ×
 // Slots; Full reports that, and the cleaner then stops mapping and cleans
 // up to LatestOffset.
 //
