@@ -49,6 +49,23 @@ func LoadMountConfig(path string) (*MountConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	return mc.apply(fc)
+}
+
+// parseMountConfig is LoadMountConfig over mount.toml's bytes: path names the
+// source in errors and is the base log.dirs resolves against; it is not read.
+func parseMountConfig(path string, data []byte) (*MountConfig, error) {
+	fc, err := parseConfig(path, string(data))
+	if err != nil {
+		return nil, err
+	}
+	mc := &MountConfig{Defaults: engine.DefaultConfig(), Overrides: map[string]map[string]string{}}
+	return mc.apply(fc)
+}
+
+// apply validates the flattened file fc into mc (built-in defaults so far).
+func (mc *MountConfig) apply(fc *fileConfig) (*MountConfig, error) {
+	path := fc.Path
 	mc.Source = path
 	mc.DataDir = fc.DataDir
 	mc.Keys = sortedKeys(fc.Settings)
