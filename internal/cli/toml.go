@@ -102,7 +102,14 @@ func parseConfig(path, text string) (*fileConfig, error) {
 			if strings.TrimSpace(v) == "" {
 				return nil, fmt.Errorf("config %s: key %q is empty", path, k)
 			}
-			fc.DataDir = resolvePath(filepath.Dir(path), strings.TrimSpace(v))
+			dir := resolvePath(filepath.Dir(path), strings.TrimSpace(v))
+			if dir != strings.TrimSpace(dir) {
+				// "a /" cleans to "a ": a directory whose name ends in white
+				// space, which the trim above makes impossible to write as
+				// log.dirs; refuse it rather than mount a look-alike.
+				return nil, fmt.Errorf("config %s: key %q names a directory ending in white space (%q)", path, k, dir)
+			}
+			fc.DataDir = dir
 		}
 	}
 	if len(dirKeys) > 1 {

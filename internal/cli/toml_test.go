@@ -83,6 +83,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"topics not a table", "topics = 3\n", `"topics" must be a table`},
 		{"topic entry not a table", "[topics]\norders = 3\n", "topics.orders must be a table"},
 		{"several log dirs", `"log.dirs" = "/a,/b"`, "one data directory"},
+		{"log.dirs ending in white space once cleaned", `"log.dirs" = "data /"`, "ending in white space"},
 		{"both log.dir and log.dirs", "\"log.dirs\" = \"/a\"\n\"log.dir\" = \"/b\"\n", "keep one"},
 		{"datetime value", "\"segment.ms\" = 1979-05-27T07:32:00Z\n", `key "segment.ms": unsupported value type`},
 		{"array of tables", "[[segment]]\nbytes = 1\n", `key "segment"`},
