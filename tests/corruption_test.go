@@ -232,7 +232,7 @@ func TestCorruptIndexesAreRebuilt(t *testing.T) {
 				m := startMount(t, mountOpts{Config: corruptionConfig})
 				m.Sh(t, `mkdir $MNT/c`)
 				lines := corruptionLines(300)
-				writeLines(t, m.Path("c", "append"), lines, 6)
+				writeLines(t, m.Path("c", "append"), lines, 10)
 				before, err := readJSONL(m.Path("c", "0", "records.jsonl"))
 				require.NoError(t, err)
 				require.Len(t, before, len(lines))
@@ -252,7 +252,7 @@ func TestCorruptIndexesAreRebuilt(t *testing.T) {
 				after, err := readJSONL(m.Path("c", "0", "records.jsonl"))
 				require.NoError(t, err, "records.jsonl after damaging %s files", tc.suffix)
 				require.Equal(t, before, after, "records unchanged")
-				for _, n := range []int{0, 1, 17, 63, 64, 100, 150, 199, 257, 299} {
+				for _, n := range []int{0, 17, 64, 150, 257, 299} {
 					out, errOut, err := m.ShErr(fmt.Sprintf(`head -n 3 $MNT/c/0/by-offset/%d.jsonl`, n))
 					require.NoError(t, err, "by-offset/%d.jsonl: %s", n, errOut)
 					recs, err := parseJSONL([]byte(out))
@@ -262,7 +262,7 @@ func TestCorruptIndexesAreRebuilt(t *testing.T) {
 					plain := m.Sh(t, fmt.Sprintf(`head -n 1 $MNT/c/0/by-offset/%d`, n))
 					assert.Equal(t, lines[n]+"\n", plain)
 				}
-				for _, i := range []int{0, 50, 150, 290} {
+				for _, i := range []int{0, 150, 290} {
 					ts := before[i].Timestamp
 					want := i
 					for want > 0 && before[want-1].Timestamp >= ts {
