@@ -160,7 +160,7 @@ func BenchmarkRenderBatch(b *testing.B) {
 		sc  renderScratch
 		rs  []record.Record
 	)
-	b.Run("in-place", func(b *testing.B) {
+	b.Run("recordsinto", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		b.ReportAllocs()
 		for b.Loop() {

@@ -195,17 +195,11 @@ func renderBatch(dst []byte, b *record.Batch, f viewFormat, ab *abortedSet, sc *
 }
 
 // renderBatchRange renders the shown records of b with offsets below hi.
-// A plain view of an uncompressed batch is rendered in place (renderNone);
-// anything else is decoded with RecordsInto (keys and values alias b.Raw
-// or sc.dec, no copy per batch).
+// Records are decoded with RecordsInto: keys and values alias b.Raw (codec
+// none) or sc.dec (compressed), so no batch body is copied per render.
 func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) ([]byte, error) {
 	if b.IsControl() {
 		return dst, nil
-	}
-	if !f.json {
-		if out, ok := renderNone(dst, b, f, hi, ab); ok {
-			return out, nil
-		}
 	}
 	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
 	sc.recs, sc.dec = recs[:0], dec
@@ -224,163 +218,6 @@ func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *a
 		dst = f.appendRecord(dst, r)
 	}
 	return dst, nil
-}
-
-// noneBatch walks the records of an uncompressed v2 batch in place: keys
-// and values alias b.Raw, so rendering copies each body once (into the
-// rendering) and allocates nothing, where record.Batch.Records copies the
-// whole body per call. It refuses (ok false) any other batch and stops
-// (next false, done false) at anything unusual: headers or a malformed
-// record. Those go through Records, whose checks and errors stay the only
-// ones; what it yields equals what Records returns.
-type noneBatch struct {
-	b    *record.Batch
-	data []byte
-	p    int
-	left int32
-	lat  bool
-}
-
-func newNoneBatch(b *record.Batch) (noneBatch, bool) {
-	count := b.RecordCount
-	if b.Magic < 2 || b.Codec() != record.None || count <= 0 ||
-		len(b.Raw) < record.HeaderSize || len(b.Raw) != b.Size() {
-		return noneBatch{}, false
-	}
-	data := b.Raw[record.HeaderSize:]
-	if int64(count) > int64(len(data)/minRecordBytes) {
-		return noneBatch{}, false
-	}
-	return noneBatch{b: b, data: data, left: count, lat: b.LogAppendTime()}, true
-}
-
-// next decodes the next record into r (Headers nil).
-func (it *noneBatch) next(r *record.Record) bool {
-	if it.left == 0 {
-		return false
-	}
-	data := it.data[it.p:]
-	length, n := readVarint(data)
-	if n <= 0 || length < minRecordBytes-1 || int64(length) > int64(len(data)-n) {
-		return false
-	}
-	rb := data[n : n+int(length)]
-	q := 1 // attributes
-	ts, m := readVarlong(rb[q:])
-	if m <= 0 {
-		return false
-	}
-	q += m
-	od, m := readVarint(rb[q:])
-	if m <= 0 {
-		return false
-	}
-	q += m
-	var ok bool
-	if r.Key, q, ok = readVarBytes(rb, q); !ok {
-		return false
-	}
-	if r.Value, q, ok = readVarBytes(rb, q); !ok {
-		return false
-	}
-	if q >= len(rb) || rb[q] != 0 || q+1 != len(rb) { // headersCount 0, then the end
-		return false
-	}
-	r.Offset = it.b.BaseOffset + int64(od)
-	r.Timestamp = it.b.BaseTimestamp + ts
-	if it.lat {
-		r.Timestamp = it.b.MaxTimestamp
-	}
-	r.Headers = nil
-	it.p += n + int(length)
-	it.left--
-	return true
-}
-
-// done reports whether every record was decoded and nothing follows them.
-func (it *noneBatch) done() bool { return it.left == 0 && it.p == len(it.data) }
-
-// renderNone renders a plain view of an uncompressed v2 batch straight
-// from its bytes (the records below hi, not aborted). False (dst
-// unchanged) leaves the batch to Records.
-func renderNone(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet) ([]byte, bool) {
-	it, ok := newNoneBatch(b)
-	if !ok {
-		return dst, false
-	}
-	start := len(dst)
-	txn := b.IsTransactional() && !ab.empty()
-	var r record.Record
-	for it.next(&r) {
-		if r.Offset >= hi || (txn && ab.aborted(b.ProducerID, r.Offset)) {
-			continue // still decoded: a bad record anywhere fails the batch
-		}
-		dst = appendPlainRecord(dst, &r, f)
-	}
-	if !it.done() {
-		return dst[:start], false
-	}
-	return dst, true
-}
-
-// minRecordBytes is the smallest v2 record (kafka-formats.md §1.4): every
-// field one byte, null key and value, no headers.
-const minRecordBytes = 7
-
-// readVarint decodes a zig-zag varint of at most 5 bytes as Kafka (and
-// engine/record) does; n <= 0 means it is cut short or too long.
-func readVarint(b []byte) (v int32, n int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return int32(b[0]>>1) ^ -int32(b[0]&1), 1
-	}
-	var u uint32
-	for i := 0; i < 5; i++ {
-		if i >= len(b) {
-			return 0, 0
-		}
-		c := b[i]
-		u |= uint32(c&0x7f) << (7 * uint(i))
-		if c < 0x80 {
-			return int32(u>>1) ^ -int32(u&1), i + 1
-		}
-	}
-	return 0, -1
-}
-
-// readVarlong is readVarint for varlongs of at most 10 bytes.
-func readVarlong(b []byte) (v int64, n int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return int64(b[0]>>1) ^ -int64(b[0]&1), 1
-	}
-	var u uint64
-	for i := 0; i < 10; i++ {
-		if i >= len(b) {
-			return 0, 0
-		}
-		c := b[i]
-		u |= uint64(c&0x7f) << (7 * uint(i))
-		if c < 0x80 {
-			return int64(u>>1) ^ -int64(u&1), i + 1
-		}
-	}
-	return 0, -1
-}
-
-// readVarBytes reads a varint-length-prefixed byte string at b[p:]; a
-// negative length is null. The result aliases b (capacity capped).
-func readVarBytes(b []byte, p int) ([]byte, int, bool) {
-	l, m := readVarint(b[p:])
-	if m <= 0 {
-		return nil, p, false
-	}
-	p += m
-	if l < 0 {
-		return nil, p, true
-	}
-	if int(l) > len(b)-p {
-		return nil, p, false
-	}
-	return b[p : p+int(l) : p+int(l)], p + int(l), true
 }
 
 // abortedSet is the union of the aborted transactions of a partition's
