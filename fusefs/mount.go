@@ -27,6 +27,11 @@ type Options struct {
 	// "release", "readdir", "mkdir", "rmdir", "setattr", ...) and how long
 	// the handler took. It must be cheap and safe for concurrent use.
 	OpLatency func(op string, d time.Duration)
+	// AllowOther lets users other than the one who mounted use the mount
+	// (FUSE's allow_other). It also turns on default_permissions, so the
+	// kernel enforces the modes the tree shows: others may read views,
+	// stats and segments, but only the owner may append or alter config.
+	AllowOther bool
 }
 
 // NewRoot returns the root of the tree over d, for fs.Mount or a test
@@ -61,6 +66,10 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, err
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
+	}
+	if opts.AllowOther {
+		mo.AllowOther = true
+		mo.Options = append(mo.Options, "default_permissions")
 	}
 	fsOpts := &fs.Options{
 		MountOptions: mo,

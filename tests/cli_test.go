@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -441,4 +442,38 @@ func TestMetrics(t *testing.T) {
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="mkdir"`), 0.0)
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="write"`), 0.0)
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="read"`), 0.0)
+}
+
+// TestMountAllowOther: without --allow-other only the mounting user may use
+// the mount (FUSE refuses everyone else); with it other users may read, and
+// the kernel enforces the modes shown (default_permissions), so they still
+// cannot append to a 0200 file owned by the mounting user.
+func TestMountAllowOther(t *testing.T) {
+	const asNobody = `setpriv --reuid=65534 --regid=65534 --clear-groups `
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow_other=%v", allow), func(t *testing.T) {
+			var args []string
+			if allow {
+				args = []string{"--allow-other"}
+			}
+			m := startMount(t, mountOpts{Args: args})
+			m.Sh(t, `chmod 0711 "$(dirname "$MNT")" && mkdir "$MNT/pub" && echo hello > "$MNT/pub/0/append"`)
+
+			out, errOut, err := m.ShErr(asNobody + `cat "$MNT/pub/0/records"`)
+			if allow {
+				require.NoError(t, err, errOut)
+				assert.Equal(t, "hello\n", out)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, errOut, "Permission denied")
+			}
+
+			_, errOut, err = m.ShErr(asNobody + `bash -c 'echo intruder >> "$MNT/pub/0/append"'`)
+			require.Error(t, err, "another user must not append")
+			assert.Contains(t, errOut, "Permission denied")
+
+			m.Sh(t, `echo again >> "$MNT/pub/0/append"`)
+			assert.Equal(t, "hello\nagain\n", m.Sh(t, `cat "$MNT/pub/0/records"`))
+		})
+	}
 }

@@ -32,7 +32,7 @@ func init() {
 	register(&command{
 		name:     "mount",
 		synopsis: "mount a data directory of topics on MOUNTPOINT (foreground)",
-		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] MOUNTPOINT",
+		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--allow-other] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] MOUNTPOINT",
 		help: `
 Mounts the topics of a data directory (Kafka's log.dirs layout) on MOUNTPOINT
 and runs retention and log compaction in the background, as a Kafka broker
@@ -58,6 +58,7 @@ type mountOptions struct {
 	config      string
 	data        string
 	readOnly    bool
+	allowOther  bool
 	logLevel    string
 	logFormat   string
 	metricsAddr string
@@ -68,6 +69,7 @@ func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
 	fs.StringVar(&o.config, "config", "", "read settings from `FILE` (mount.toml: Kafka names, log.dirs, [topics.NAME] overrides)")
 	fs.StringVar(&o.data, "data", "", "data `DIR`ectory holding the topics (overrides log.dirs; default $XDG_DATA_HOME/topicfs)")
 	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only: no appends, no config changes, no retention or compaction (safe on a copy of a Kafka broker's data)")
+	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users use the mount (FUSE allow_other, with the kernel enforcing the modes shown: others may read, only the mounting user may append or alter config); non-root needs user_allow_other in /etc/fuse.conf")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464) at /metrics; off when empty")
@@ -189,7 +191,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "topicfs: metrics on http://%s/metrics\n", ms.Addr())
 	}
 
-	fopts := fusefs.Options{ReadOnly: o.readOnly, Logger: logger, State: state}
+	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, Logger: logger, State: state}
 	if ms != nil {
 		fopts.OpLatency = ms.ObserveOp
 	}
