@@ -264,9 +264,7 @@ func TestBadInputThroughMount(t *testing.T) {
 
 	msg := fmt.Sprintf("bad input: %d inputs tried, %d records in good/0 intact", tried, len(want))
 	t.Log(msg)
-	if testing.Verbose() {
-		fmt.Println(msg)
-	}
+	reportSummary(msg)
 }
 
 // checkBadInputSurvivors asserts the mount still works and lost nothing: a new

@@ -190,9 +190,7 @@ func TestCorruptSealedSegment(t *testing.T) {
 	}
 	msg := fmt.Sprintf("corruption: %d kinds of .log damage tried", tried)
 	t.Log(msg)
-	if testing.Verbose() {
-		fmt.Println(msg)
-	}
+	reportSummary(msg)
 }
 
 func TestCorruptIndexesAreRebuilt(t *testing.T) {
@@ -283,9 +281,7 @@ func TestCorruptIndexesAreRebuilt(t *testing.T) {
 	}
 	msg := fmt.Sprintf("index corruption: %d damage/shutdown combinations tried", tried)
 	t.Log(msg)
-	if testing.Verbose() {
-		fmt.Println(msg)
-	}
+	reportSummary(msg)
 }
 
 func garbageFile(t *testing.T, path string, seed uint64) {

@@ -524,17 +524,13 @@ func TestCrashKillCycles(t *testing.T) {
 	summary := fmt.Sprintf("crash: %d cycles (%d SIGKILL, %d clean), %d records written, %d acknowledged records verified present at the end, %d lines read and validated by concurrent readers (%d whole reads, %d by-offset seeks), %d offline checks passed, %d of %d crash images flagged by check before recovery; time in remounts %v, verifies %v, crash-image checks %v",
 		cycles, kills, cycles-kills, attempted, verified, r.linesRead.Load(), r.readsDone.Load(), r.seeks.Load(), checks, crashImagesRejected, crashImagesChecked, timeMount.Round(time.Millisecond), timeVerify.Round(time.Millisecond), timeCheck.Round(time.Millisecond))
 	t.Log(summary)
-	if testing.Verbose() {
-		fmt.Println(summary)
-	}
+	reportSummary(summary)
 	if hungKills > 0 {
 		// A known kernel/FUSE interaction, reported rather than failed: see
 		// crashKill.
 		msg := fmt.Sprintf("FINDING: %d of %d SIGKILLed mounts could not exit until their FUSE connection was aborted; first one's blocked threads:\n%s", hungKills, kills, firstHang)
 		t.Log(msg)
-		if testing.Verbose() {
-			fmt.Println(msg)
-		}
+		reportSummary(msg)
 	}
 }
 
@@ -824,7 +820,9 @@ func TestDiskFullENOSPC(t *testing.T) {
 	m.Sh(t, `echo again-2 >> $MNT/full/0/append`)
 	assert.Equal(t, "again-2\n", m.Sh(t, `tail -n 1 $MNT/full/0/records`))
 	m.Stop()
-	t.Logf("ENOSPC: %d records acknowledged before the fault, all present after restart", acked)
+	msg := fmt.Sprintf("ENOSPC: %d records acknowledged before the fault, all present after restart", acked)
+	t.Log(msg)
+	reportSummary(msg)
 }
 
 // seqRanges renders a set of sequence numbers as "0-99 120-130".

@@ -135,9 +135,7 @@ func TestLoadWritersReaders(t *testing.T) {
 	msg := fmt.Sprintf("load: %d writers x %d records on %d partitions, %d reader lines validated (%d whole reads), churn writers wrote %d+%d records",
 		writers, perWriter, parts, r.linesRead.Load(), r.readsDone.Load(), churn[0].attempted.Load(), churn[1].attempted.Load())
 	t.Log(msg)
-	if testing.Verbose() {
-		fmt.Println(msg)
-	}
+	reportSummary(msg)
 }
 
 // loadWrite writes exactly n records of writer cw in random-sized batches.
