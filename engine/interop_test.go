@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
@@ -85,14 +85,14 @@ func interopSeq(n int) []int {
 func openFixtureReadOnly(t *testing.T, dir string) *LogDir {
 	t.Helper()
 	path := filepath.Join(interopFixtures, dir)
-	before := ldTreeState(t, path)
+	before := testutil.TreeState(t, path)
 	opts := ldOpts()
 	opts.ReadOnly = true
 	d, err := OpenLogDir(vfs.OS, path, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, d.Close())
-		assert.Equal(t, before, ldTreeState(t, path), "a read-only open wrote nothing")
+		assert.Equal(t, before, testutil.TreeState(t, path), "a read-only open wrote nothing")
 	})
 	return d
 }
@@ -226,7 +226,7 @@ func TestInteropKafka0110(t *testing.T) {
 // continue at the broker's log end.
 func TestInteropReadWriteCopy(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "data")
-	interopCopyTree(t, filepath.Join(interopFixtures, "kafka0110-zk-sharaweil/data"), dst)
+	testutil.CopyTree(t, filepath.Join(interopFixtures, "kafka0110-zk-sharaweil/data"), dst)
 	d, err := OpenLogDir(vfs.OS, dst, ldOpts())
 	require.NoError(t, err)
 	assert.False(t, ldExists(vfs.OS, filepath.Join(dst, KafkaCleanShutdownFile)))
@@ -240,28 +240,4 @@ func TestInteropReadWriteCopy(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 12, rp[TopicPartition{Topic: "test0", Partition: 1}])
 	assert.EqualValues(t, 78, rp[TopicPartition{Topic: "mac_test", Partition: 0}])
-}
-
-// interopCopyTree copies a fixture directory (whose files are read-only) into
-// dst with writable permissions.
-func interopCopyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	require.NoError(t, filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, data, 0o644)
-	}))
 }

@@ -3,11 +3,9 @@ package engine
 import (
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
@@ -409,25 +409,6 @@ func TestLogDirSkipsNonPartitionDirs(t *testing.T) {
 	}
 }
 
-// treeState lists every path under dir with its size and mtime.
-func ldTreeState(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		out = append(out, fmt.Sprintf("%s %d %d %v", p, info.Size(), info.ModTime().UnixNano(), info.Mode()))
-		return nil
-	}))
-	sort.Strings(out)
-	return out
-}
-
 func TestLogDirReadOnlyWritesNothing(t *testing.T) {
 	path := t.TempDir()
 	d, err := OpenLogDir(vfs.OS, path, ldOpts())
@@ -443,7 +424,7 @@ func TestLogDirReadOnlyWritesNothing(t *testing.T) {
 	require.NoError(t, p.Flush())
 	require.NoError(t, d.unlock.Close())
 
-	before := ldTreeState(t, path)
+	before := testutil.TreeState(t, path)
 	ro := ldOpts()
 	ro.ReadOnly = true
 	r, err := OpenLogDir(vfs.OS, path, ro)
@@ -458,7 +439,7 @@ func TestLogDirReadOnlyWritesNothing(t *testing.T) {
 	assert.ErrorIs(t, rt.AddPartitions(2), ErrReadOnly)
 	require.NoError(t, r.Checkpoint())
 	require.NoError(t, r.Close())
-	assert.Equal(t, before, ldTreeState(t, path))
+	assert.Equal(t, before, testutil.TreeState(t, path))
 }
 
 func TestLogDirCleanShutdownMarkers(t *testing.T) {

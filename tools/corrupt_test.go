@@ -12,30 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// copyTree copies a fixture directory (read-only files) into dst, writable.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	require.NoError(t, filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, data, 0o644)
-	}))
-}
+	"github.com/topicfs/topicfs/internal/testutil"
+)
 
 // batchPositions returns the start of every entry of a .log file.
 func batchPositions(t *testing.T, data []byte) []int64 {
@@ -50,7 +29,7 @@ func batchPositions(t *testing.T, data []byte) []int64 {
 
 func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
 	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -59,7 +38,7 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	bad := pos[5]
 	data[bad+40] ^= 0x5a // inside the CRC-covered header (maxTimestamp)
 	require.NoError(t, os.WriteFile(logPath, data, 0o644))
-	before := treeState(t, dir)
+	before := testutil.TreeState(t, dir)
 
 	var out bytes.Buffer
 	rep, err := Check(&out, dir, CheckOptions{})
@@ -70,7 +49,7 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	assert.Equal(t, bad, probs[0].Position)
 	assert.Contains(t, out.String(), fmt.Sprintf("%s: position %d: ", logPath, bad), "the report names the segment and position")
 	assert.Contains(t, out.String(), "FAILED")
-	assert.Equal(t, before, treeState(t, dir), "check without --repair writes nothing")
+	assert.Equal(t, before, testutil.TreeState(t, dir), "check without --repair writes nothing")
 	p1 := partitionReport(t, rep, "test0", 1)
 	assert.EqualValues(t, 5, p1.NextOffset, "what is readable ends before the bad batch")
 
@@ -92,7 +71,7 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	for _, p := range []string{"test0-0", "test0-2", "mac_test-0"} {
 		for _, line := range before {
 			if strings.Contains(line, "/"+p+"/") {
-				assert.Contains(t, treeState(t, dir), line)
+				assert.Contains(t, testutil.TreeState(t, dir), line)
 			}
 		}
 	}
@@ -104,7 +83,7 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 
 func TestCheckPartialTailThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
 	logPath := filepath.Join(dir, "_confluent-command-0", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -130,7 +109,7 @@ func TestCheckPartialTailThenRepair(t *testing.T) {
 
 func TestCheckBadIndexEntryThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
 	idx := filepath.Join(dir, "_confluent-monitoring-0", "00000000000000000000.index")
 	data, err := os.ReadFile(idx)
 	require.NoError(t, err)
@@ -155,7 +134,7 @@ func TestCheckBadIndexEntryThenRepair(t *testing.T) {
 
 func TestCheckLeftovers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
 	part := filepath.Join(dir, "test0-2")
 	for _, name := range []string{"00000000000000000000.log.deleted", "00000000000000000000.index.deleted", "00000000000000000005.log.cleaned"} {
 		require.NoError(t, os.WriteFile(filepath.Join(part, name), nil, 0o644))
@@ -188,7 +167,7 @@ func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 
 	// A checkpoint that does not parse is a problem.
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{})
@@ -214,7 +193,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+			testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
 			require.NoError(t, os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.content), 0o644))
 			var out bytes.Buffer
 			rep, err := Check(&out, dir, CheckOptions{})
@@ -231,7 +210,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 
 func TestCheckRepairRootFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "topicfs-topics.json"), []byte(`{"version":1,`), 0o644))
 	var out bytes.Buffer

@@ -6,15 +6,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/topicfs/topicfs/engine"
@@ -41,36 +41,17 @@ var fixtureLogDirs = []struct {
 
 func fixture(parts ...string) string { return filepath.Join(append([]string{fixtures}, parts...)...) }
 
-// treeState lists every path under dir with size, mtime and mode.
-func treeState(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		out = append(out, fmt.Sprintf("%s %d %d %v", p, info.Size(), info.ModTime().UnixNano(), info.Mode()))
-		return nil
-	}))
-	sort.Strings(out)
-	return out
-}
-
 func TestCheckPassesOnEveryFixtureLogDir(t *testing.T) {
 	for _, fx := range fixtureLogDirs {
 		t.Run(fx.dir, func(t *testing.T) {
 			dir := fixture(fx.dir)
-			before := treeState(t, dir)
+			before := testutil.TreeState(t, dir)
 			var out bytes.Buffer
 			rep, err := Check(&out, dir, CheckOptions{})
 			require.NoError(t, err)
 			assert.Empty(t, rep.Problems(), out.String())
 			assert.Contains(t, out.String(), "\nOK\n")
-			assert.Equal(t, before, treeState(t, dir), "check wrote nothing")
+			assert.Equal(t, before, testutil.TreeState(t, dir), "check wrote nothing")
 
 			var sum int64
 			for _, p := range rep.Partitions {
@@ -416,7 +397,7 @@ func TestFixturesMountedReadWriteStillPass(t *testing.T) {
 	for _, fx := range fixtureLogDirs {
 		t.Run(fx.dir, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			copyTree(t, fixture(fx.dir), dir)
+			testutil.CopyTree(t, fixture(fx.dir), dir)
 			d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet(), CheckpointInterval: -1})
 			require.NoError(t, err)
 			want := map[string]int64{}
