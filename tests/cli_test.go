@@ -442,6 +442,15 @@ func TestMetrics(t *testing.T) {
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="mkdir"`), 0.0)
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="write"`), 0.0)
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="read"`), 0.0)
+
+	// The same address serves Go's profiler for a running mount.
+	resp, err := http.Get(strings.TrimSuffix(url, "/metrics") + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "goroutine profile:")
 }
 
 // TestMountAllowOther: without --allow-other only the mounting user may use

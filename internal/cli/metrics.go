@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -155,12 +156,20 @@ func startMetrics(addr string, d *engine.LogDir, state func(string, int) (polici
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	// Go's profiler on the same (operator-chosen, usually loopback) address:
+	// `go tool pprof http://ADDR/debug/pprof/profile?seconds=10` profiles a
+	// running mount.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = w.Write([]byte("topicfs: metrics at /metrics\n"))
+		_, _ = w.Write([]byte("topicfs: metrics at /metrics, profiles at /debug/pprof/\n"))
 	})
 	m := &metricsServer{
 		ln:     ln,
