@@ -644,6 +644,15 @@ func (s *Segment) timePosition(ts, end int64) (int64, error) {
 // AbortedTxns returns the aborted transactions whose ABORT marker lies in
 // this segment.
 func (s *Segment) AbortedTxns() []index.AbortedTxn {
+	// Most segments have no .txnindex: answer without loading (and caching)
+	// the offset and time indexes, so that a sequential read of a whole
+	// partition never pulls its indexes into memory.
+	s.mu.RLock()
+	none := s.mu.files.txnIndex == "" && s.mu.txn == nil
+	s.mu.RUnlock()
+	if none {
+		return nil
+	}
 	var out []index.AbortedTxn
 	err := s.useIndexes(func(_ *index.OffsetIndex, _ *index.TimeIndex, txn *index.TxnIndex) {
 		if txn != nil {

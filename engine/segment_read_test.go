@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// TestSequentialReadLoadsNoIndexes: reading sealed segments from their start
+// (what `cat records` does) and asking for their aborted transactions must
+// not load their offset and time indexes: memory would then follow the
+// partition's size. A segment with a .txnindex still answers from it.
+func TestSequentialReadLoadsNoIndexes(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig()
+	p := openTest(t, fs, "/d/t-0", cfg)
+	for i := 0; i < 200; i++ {
+		_, _, err := p.Append(makeRecs(i*100, 100, int64(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Close())
+
+	p = openTest(t, fs, "/d/t-0", cfg, func(o *PartitionOptions) {
+		o.CleanShutdown = true
+		o.RecoveryPoint = 20000
+	})
+	defer p.Close()
+	snap := p.Snapshot()
+	defer snap.Release()
+	require.Greater(t, len(snap.Segments), 3, "the test needs several sealed segments")
+	n := 0
+	for _, s := range snap.Segments[:len(snap.Segments)-1] {
+		pos, err := s.FindOffset(s.BaseOffset())
+		require.NoError(t, err)
+		assert.Zero(t, pos)
+		assert.Empty(t, s.AbortedTxns())
+		for pos := int64(0); pos < s.Size(); {
+			b, err := s.ReadBatch(pos, nil)
+			require.NoError(t, err)
+			n += int(b.RecordCount)
+			pos += int64(b.Size())
+		}
+		s.mu.RLock()
+		loaded := s.mu.loaded
+		s.mu.RUnlock()
+		assert.False(t, loaded, "segment %d: indexes loaded by a sequential read", s.BaseOffset())
+	}
+	assert.Greater(t, n, 0)
+}
