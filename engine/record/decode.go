@@ -66,55 +66,25 @@ func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []b
 		dst, err := b.legacyRecords(dst)
 		return dst, scratch, err
 	}
-	if len(b.Raw) < HeaderSize || len(b.Raw) != b.Size() {
-		return dst, scratch, fmt.Errorf("%w: offset %d: batch of %d bytes, size %d", ErrCorrupt, b.BaseOffset, len(b.Raw), b.Size())
+	data, scratch, err := b.recordData(scratch, alias)
+	if err != nil || data == nil {
+		return dst, scratch, err
 	}
-	count := b.RecordCount
-	if count < 0 {
-		return dst, scratch, fmt.Errorf("%w: offset %d: record count %d", ErrCorrupt, b.BaseOffset, count)
-	}
-	if count == 0 {
-		// Kafka returns no records for an empty batch without looking further.
-		return dst, scratch, nil
-	}
-	body := b.Raw[HeaderSize:]
-	var data []byte
-	if c := b.Codec(); c == None {
-		if alias {
-			data = body
-		} else {
-			data = append(make([]byte, 0, len(body)), body...)
-		}
-	} else {
-		if !c.valid() {
-			return dst, scratch, fmt.Errorf("%w: offset %d: codec id %d", ErrUnsupported, b.BaseOffset, int8(c))
-		}
-		var out []byte
-		if alias {
-			out = scratch
-		}
-		var err error
-		if data, err = decompressInto(out, c, body, 2); err != nil {
-			return dst, scratch, fmt.Errorf("%w (batch at offset %d)", err, b.BaseOffset)
-		}
-		if alias {
-			scratch = data
-		}
-	}
-	if int64(count) > int64(len(data)/minRecordSize) {
-		return dst, scratch, fmt.Errorf("%w: offset %d: %d records cannot fit in %d bytes", ErrCorrupt, b.BaseOffset, count, len(data))
-	}
+	count := int(b.RecordCount)
 	start := len(dst)
-	dst = slices.Grow(dst, int(count))
+	dst = slices.Grow(dst, count)
 	var (
 		lat    = b.LogAppendTime()
 		baseTs = b.BaseTimestamp
 		p      = 0
 	)
-	for i := int32(0); i < count; i++ {
-		r, n, err := decodeRecord(data[p:])
+	for i := range count {
+		// Decode in place: no 88-byte Record copied per record.
+		dst = dst[:start+i+1]
+		r := &dst[start+i]
+		n, err := decodeRecordInto(r, data[p:], false)
 		if err != nil {
-			clear(dst[start:len(dst)])
+			clear(dst[start:])
 			return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
 		}
 		p += n
@@ -124,14 +94,120 @@ func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []b
 		} else {
 			r.Timestamp += baseTs
 		}
-		dst = append(dst, r)
 	}
 	if p != len(data) {
-		clear(dst[start:len(dst)])
+		clear(dst[start:])
 		return dst[:start], scratch, fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
 			ErrCorrupt, b.BaseOffset, len(data)-p, count)
 	}
 	return dst, scratch, nil
+}
+
+// recordData checks the v2 batch's sizes and returns its (decompressed)
+// records section: b.Raw's body itself when alias is set and the codec is
+// none, a copy when alias is not set, else the batch decompressed into
+// scratch (alias) or a new buffer. data is nil (and err nil) when the batch
+// holds no records.
+func (b *Batch) recordData(scratch []byte, alias bool) (data, newScratch []byte, err error) {
+	if len(b.Raw) < HeaderSize || len(b.Raw) != b.Size() {
+		return nil, scratch, fmt.Errorf("%w: offset %d: batch of %d bytes, size %d", ErrCorrupt, b.BaseOffset, len(b.Raw), b.Size())
+	}
+	count := b.RecordCount
+	if count < 0 {
+		return nil, scratch, fmt.Errorf("%w: offset %d: record count %d", ErrCorrupt, b.BaseOffset, count)
+	}
+	if count == 0 {
+		// Kafka returns no records for an empty batch without looking further.
+		return nil, scratch, nil
+	}
+	body := b.Raw[HeaderSize:]
+	if c := b.Codec(); c == None {
+		if alias {
+			data = body
+		} else {
+			data = append(make([]byte, 0, len(body)), body...)
+		}
+	} else {
+		if !c.valid() {
+			return nil, scratch, fmt.Errorf("%w: offset %d: codec id %d", ErrUnsupported, b.BaseOffset, int8(c))
+		}
+		var out []byte
+		if alias {
+			out = scratch
+		}
+		if data, err = decompressInto(out, c, body, 2); err != nil {
+			return nil, scratch, fmt.Errorf("%w (batch at offset %d)", err, b.BaseOffset)
+		}
+		if alias {
+			scratch = data
+		}
+	}
+	if int64(count) > int64(len(data)/minRecordSize) {
+		return nil, scratch, fmt.Errorf("%w: offset %d: %d records cannot fit in %d bytes", ErrCorrupt, b.BaseOffset, count, len(data))
+	}
+	return data, scratch, nil
+}
+
+// EachRecord calls fn with every record of the batch, in order, without
+// building a []Record: it is RecordsInto for streaming readers. One Record is
+// reused for every call, so fn must not keep the pointer, and the record's
+// Key, Value, Headers and header values are valid only until fn returns
+// (they alias b.Raw for codec none, else scratch; copy what must live
+// longer). Compressed batches decompress into scratch (grown when too small;
+// keep the returned one for the next call). Offsets and timestamps are
+// absolute as with Records. Legacy (magic 0/1) entries are decoded as by
+// Records (copied) and then passed to fn one by one.
+//
+// It does NOT verify the CRC (call Verify first). An error returned by fn
+// stops the iteration and is returned as is. A malformed record returns an
+// error wrapping ErrCorrupt; unlike Records, fn has then already been called
+// with the records before it. With a warm scratch and no headers its only
+// allocation is the one reused Record (per call, not per record).
+func (b *Batch) EachRecord(scratch []byte, fn func(*Record) error) ([]byte, error) {
+	if b.Magic < 2 {
+		recs, err := b.legacyRecords(nil)
+		if err != nil {
+			return scratch, err
+		}
+		for i := range recs {
+			if err := fn(&recs[i]); err != nil {
+				return scratch, err
+			}
+		}
+		return scratch, nil
+	}
+	data, scratch, err := b.recordData(scratch, true)
+	if err != nil || data == nil {
+		return scratch, err
+	}
+	var (
+		r      Record
+		count  = int(b.RecordCount)
+		lat    = b.LogAppendTime()
+		baseTs = b.BaseTimestamp
+		p      = 0
+	)
+	for i := range count {
+		n, err := decodeRecordInto(&r, data[p:], true)
+		if err != nil {
+			return scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+		}
+		p += n
+		r.Offset += b.BaseOffset
+		if lat {
+			r.Timestamp = b.MaxTimestamp
+		} else {
+			r.Timestamp += baseTs
+		}
+		if err := fn(&r); err != nil {
+			return scratch, err
+		}
+	}
+	if p != len(data) {
+		return scratch, fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
+			ErrCorrupt, b.BaseOffset, len(data)-p, count)
+	}
+	return scratch, nil
 }
 
 // errRecord describes a malformed record; Records wraps it with ErrCorrupt.
@@ -142,64 +218,150 @@ func (e errRecord) Error() string { return string(e) }
 // decodeRecord decodes one record from the start of data. Offset and
 // Timestamp hold the raw deltas. It returns the bytes consumed.
 func decodeRecord(data []byte) (Record, int, error) {
-	length, n := readVarint(data)
-	if n <= 0 {
-		return Record{}, 0, errRecord("bad length varint")
-	}
-	if length < minRecordSize-1 || int64(length) > int64(len(data)-n) {
-		return Record{}, 0, fmt.Errorf("record length %d with %d bytes left", length, len(data)-n)
-	}
-	end := n + int(length)
-	rb := data[n:end] // attributes .. end of headers
-	p := 1            // skip attributes
-	tsDelta, m := readVarlong(rb[p:])
-	if m <= 0 {
-		return Record{}, 0, errRecord("bad timestampDelta varlong")
-	}
-	p += m
-	offDelta, m := readVarint(rb[p:])
-	if m <= 0 {
-		return Record{}, 0, errRecord("bad offsetDelta varint")
-	}
-	p += m
-	r := Record{Offset: int64(offDelta), Timestamp: tsDelta}
-	var err error
-	if r.Key, p, err = readVarBytes(rb, p, "key"); err != nil {
+	var r Record
+	n, err := decodeRecordInto(&r, data, false)
+	if err != nil {
 		return Record{}, 0, err
 	}
-	if r.Value, p, err = readVarBytes(rb, p, "value"); err != nil {
-		return Record{}, 0, err
+	return r, n, nil
+}
+
+// decodeRecordInto decodes one record from the start of data into *r,
+// setting every field (Offset and Timestamp hold the raw deltas). It returns
+// the bytes consumed. reuseHeaders lets it decode headers into r.Headers'
+// backing array (EachRecord); otherwise a record with headers gets a new
+// slice and one without gets nil. On error *r is unspecified.
+//
+// Hot path: every varint is read by the inlined one-byte fast path of
+// varintAt/varlongAt, and positions are kept within rb = data[:end] so the
+// compiler can drop most bounds checks.
+func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
+	var length int32
+	p := 0
+	if len(data) > 0 && data[0] < 0x80 {
+		length, p = zz32(data[0]), 1
+	} else if length, p = varintAt(data, 0); p < 0 {
+		return 0, errRecord("bad length varint")
 	}
-	hc, m := readVarint(rb[p:])
-	if m <= 0 {
-		return Record{}, 0, errRecord("bad headersCount varint")
+	if length < minRecordSize-1 || int64(length) > int64(len(data)-p) {
+		return 0, fmt.Errorf("record length %d with %d bytes left", length, len(data)-p)
 	}
-	p += m
-	if hc < 0 || int(hc) > len(rb)-p {
-		return Record{}, 0, fmt.Errorf("headersCount %d with %d bytes left", hc, len(rb)-p)
+	end := p + int(length)
+	rb := data[:end] // length varint .. end of headers
+	p++              // skip attributes (length >= 6, so it is there)
+
+	var tsDelta int64
+	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
+		tsDelta = zz64(rb[p])
+		p++
+	} else if tsDelta, p = varlongAt(rb, p); p < 0 {
+		return 0, errRecord("bad timestampDelta varlong")
 	}
-	if hc > 0 {
-		r.Headers = make([]Header, hc)
-		for i := range r.Headers {
-			kl, m := readVarint(rb[p:])
-			if m <= 0 {
-				return Record{}, 0, errRecord("bad header key length varint")
-			}
-			p += m
-			if kl < 0 || int(kl) > len(rb)-p {
-				return Record{}, 0, fmt.Errorf("header key length %d with %d bytes left", kl, len(rb)-p)
-			}
-			r.Headers[i].Key = string(rb[p : p+int(kl)])
-			p += int(kl)
-			if r.Headers[i].Value, p, err = readVarBytes(rb, p, "header value"); err != nil {
-				return Record{}, 0, err
-			}
+	var offDelta int32
+	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
+		offDelta = zz32(rb[p])
+		p++
+	} else if offDelta, p = varintAt(rb, p); p < 0 {
+		return 0, errRecord("bad offsetDelta varint")
+	}
+	r.Offset = int64(offDelta)
+	r.Timestamp = tsDelta
+
+	var kl int32
+	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
+		kl = zz32(rb[p])
+		p++
+	} else if kl, p = varintAt(rb, p); p < 0 {
+		return 0, errRecord("bad key length varint")
+	}
+	if kl < 0 {
+		r.Key = nil
+	} else {
+		if int(kl) > end-p {
+			return 0, fmt.Errorf("key length %d with %d bytes left", kl, end-p)
+		}
+		q := p + int(kl)
+		r.Key = rb[p:q:q]
+		p = q
+	}
+
+	var vl int32
+	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
+		vl = zz32(rb[p])
+		p++
+	} else if vl, p = varintAt(rb, p); p < 0 {
+		return 0, errRecord("bad value length varint")
+	}
+	if vl < 0 {
+		r.Value = nil
+	} else {
+		if int(vl) > end-p {
+			return 0, fmt.Errorf("value length %d with %d bytes left", vl, end-p)
+		}
+		q := p + int(vl)
+		r.Value = rb[p:q:q]
+		p = q
+	}
+
+	// The common case: no headers, and the count is the record's last byte.
+	if p == end-1 && rb[p] == 0 {
+		if reuseHeaders {
+			r.Headers = r.Headers[:0]
+		} else {
+			r.Headers = nil
+		}
+		return end, nil
+	}
+	hc, p := varintAt(rb, p)
+	if p < 0 {
+		return 0, errRecord("bad headersCount varint")
+	}
+	if hc == 0 {
+		if reuseHeaders {
+			r.Headers = r.Headers[:0]
+		} else {
+			r.Headers = nil
+		}
+	} else {
+		var err error
+		if p, err = decodeHeaders(r, rb, p, hc, reuseHeaders); err != nil {
+			return 0, err
 		}
 	}
-	if p != len(rb) {
-		return Record{}, 0, fmt.Errorf("record length %d but fields end at %d", length, p)
+	if p != end {
+		return 0, fmt.Errorf("record length %d but fields end at %d", length, p-(end-int(length)))
 	}
-	return r, end, nil
+	return end, nil
+}
+
+// decodeHeaders decodes hc headers of the record rb at position p into
+// r.Headers and returns the position after them.
+func decodeHeaders(r *Record, rb []byte, p int, hc int32, reuse bool) (int, error) {
+	if hc < 0 || int(hc) > len(rb)-p {
+		return 0, fmt.Errorf("headersCount %d with %d bytes left", hc, len(rb)-p)
+	}
+	if reuse && cap(r.Headers) >= int(hc) {
+		r.Headers = r.Headers[:hc]
+	} else {
+		r.Headers = make([]Header, hc)
+	}
+	var err error
+	for i := range r.Headers {
+		kl, m := readVarint(rb[p:])
+		if m <= 0 {
+			return 0, errRecord("bad header key length varint")
+		}
+		p += m
+		if kl < 0 || int(kl) > len(rb)-p {
+			return 0, fmt.Errorf("header key length %d with %d bytes left", kl, len(rb)-p)
+		}
+		r.Headers[i].Key = string(rb[p : p+int(kl)])
+		p += int(kl)
+		if r.Headers[i].Value, p, err = readVarBytes(rb, p, "header value"); err != nil {
+			return 0, err
+		}
+	}
+	return p, nil
 }
 
 // readVarBytes reads a varint-length-prefixed byte string at b[p:]; a

@@ -95,3 +95,41 @@ func readVarlong(b []byte) (int64, int) {
 	}
 	return 0, -1
 }
+
+// zz32 and zz64 undo the zig-zag encoding of a one-byte varint c (< 0x80).
+func zz32(c byte) int32 { return int32(c>>1) ^ -int32(c&1) }
+func zz64(c byte) int64 { return int64(c>>1) ^ -int64(c&1) }
+
+// varintAt decodes the zig-zag varint at b[p:] and returns it with the
+// position after it; the position is < 0 when b ends too early or the
+// encoding is longer than 5 bytes. Hot loops test for a one-byte varint
+// themselves (b[p] < 0x80, then zz32) and call varintAt for the rest.
+func varintAt(b []byte, p int) (int32, int) {
+	if p < 0 || p >= len(b) {
+		return 0, -1
+	}
+	if c := b[p]; c < 0x80 {
+		return zz32(c), p + 1
+	}
+	if p+1 < len(b) && b[p+1] < 0x80 { // two bytes: values up to ±8191
+		u := uint32(b[p]&0x7f) | uint32(b[p+1])<<7
+		return int32(u>>1) ^ -int32(u&1), p + 2
+	}
+	v, n := readVarint(b[p:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, p + n
+}
+
+// varlongAt is varintAt for int64 varlongs (at most 10 bytes).
+func varlongAt(b []byte, p int) (int64, int) {
+	if p < 0 || p >= len(b) {
+		return 0, -1
+	}
+	v, n := readVarlong(b[p:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, p + n
+}

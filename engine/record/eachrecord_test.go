@@ -1,0 +1,259 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// collectEach runs EachRecord over b and returns copies of the records it
+// saw (headers copied, since EachRecord reuses their backing array; an empty
+// header list normalised to nil as Records returns it).
+func collectEach(b *Batch, scratch []byte) ([]Record, []byte, error) {
+	var out []Record
+	scratch, err := b.EachRecord(scratch, func(r *Record) error {
+		c := *r
+		c.Headers = nil
+		if len(r.Headers) > 0 {
+			c.Headers = slices.Clone(r.Headers)
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, scratch, err
+}
+
+func TestEachRecordMatchesRecords(t *testing.T) {
+	var scratch []byte
+	for _, codec := range allCodecs {
+		for i, recs := range [][]Record{
+			sampleRecords(100, 1_700_000_000_000),
+			valueRecords(500, 200, 1000, 1_700_000_000_000),
+			valueRecords(300, 99, 1<<40, 5), // two-byte lengths and offset deltas
+			{{Offset: 5, Timestamp: 1}},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", codec, i), func(t *testing.T) {
+				raw := mustEncode(t, codec, recs)
+				b, err := Parse(raw)
+				require.NoError(t, err)
+				want, err := b.Records(nil)
+				require.NoError(t, err)
+				var got []Record
+				got, scratch, err = collectEach(&b, scratch)
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+				if codec == None {
+					for _, r := range got {
+						if len(r.Value) > 0 {
+							assert.True(t, within(r.Value, b.Raw), "codec none values alias Raw")
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestEachRecordLogAppendTimeAndHeadersReuse(t *testing.T) {
+	spec := NewBatchSpec(7)
+	spec.LogAppendTime = true
+	recs := sampleRecords(7, 1_700_000_000_000)
+	raw, err := Encode(nil, spec, recs)
+	require.NoError(t, err)
+	SetLogAppendTime(raw, 1_234)
+	b, err := Parse(raw)
+	require.NoError(t, err)
+	want, err := b.Records(nil)
+	require.NoError(t, err)
+	got, _, err := collectEach(&b, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	for _, r := range got {
+		assert.Equal(t, int64(1_234), r.Timestamp)
+	}
+	// The record passed to fn is one reused value.
+	var ptrs []*Record
+	_, err = b.EachRecord(nil, func(r *Record) error { ptrs = append(ptrs, r); return nil })
+	require.NoError(t, err)
+	require.Len(t, ptrs, len(recs))
+	assert.Same(t, ptrs[0], ptrs[len(ptrs)-1])
+}
+
+func TestEachRecordStopsOnCallbackError(t *testing.T) {
+	raw := mustEncode(t, LZ4, valueRecords(10, 50, 0, 1))
+	b, err := Parse(raw)
+	require.NoError(t, err)
+	stop := errors.New("stop")
+	n := 0
+	_, err = b.EachRecord(nil, func(*Record) error {
+		n++
+		if n == 3 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, 3, n)
+}
+
+func TestEachRecordCorrupt(t *testing.T) {
+	recs := valueRecords(5, 40, 0, 1)
+	raw := mustEncode(t, None, recs)
+	// Make the third record's value length run past the batch: a structural
+	// error even though we fix the CRC (EachRecord does not check it).
+	bad := slices.Clone(raw)
+	b, err := Parse(bad)
+	require.NoError(t, err)
+	p := HeaderSize
+	for range 2 {
+		l, n := readVarint(bad[p:])
+		p += n + int(l)
+	}
+	bad[p] = 0x7e // length 63: too long for what follows (the records are 40-byte values)
+	updateCRC(bad)
+	b, err = Parse(bad)
+	require.NoError(t, err)
+	require.NoError(t, b.Verify())
+	seen := 0
+	_, err = b.EachRecord(nil, func(*Record) error { seen++; return nil })
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, rerr := b.Records(nil)
+	require.ErrorIs(t, rerr, ErrCorrupt)
+	assert.LessOrEqual(t, seen, 2, "no record at or after the bad one")
+
+	// Trailing bytes after the declared records.
+	b, err = Parse(raw)
+	require.NoError(t, err)
+	b.RecordCount--
+	_, err = b.EachRecord(nil, func(*Record) error { return nil })
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	// Unknown codec.
+	b, err = Parse(raw)
+	require.NoError(t, err)
+	b.Attributes |= 6
+	_, err = b.EachRecord(nil, func(*Record) error { return nil })
+	require.ErrorIs(t, err, ErrUnsupported)
+
+	// Empty batch: fn is never called.
+	empty, err := Encode(nil, NewBatchSpec(3), nil)
+	require.NoError(t, err)
+	b, err = Parse(empty)
+	require.NoError(t, err)
+	_, err = b.EachRecord(nil, func(*Record) error { t.Fatal("called"); return nil })
+	require.NoError(t, err)
+}
+
+func TestEachRecordLegacyAndFixtures(t *testing.T) {
+	in1 := func(rel, ts int64, v string) []byte {
+		return legacyEntry(rel, legacyMsg(1, 0, ts, []byte("k"), []byte(v)))
+	}
+	raw := legacyWrapper(t, 1, Gzip, false, 300, 10, in1(0, 100, "a"), in1(1, 300, "b"), in1(2, 200, "c"))
+	b, err := Parse(raw)
+	require.NoError(t, err)
+	got, _, err := collectEach(&b, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []int64{8, 9, 10}, []int64{got[0].Offset, got[1].Offset, got[2].Offset})
+	assert.Equal(t, "c", string(got[2].Value))
+
+	// Every real broker file decodes the same through EachRecord.
+	var scratch []byte
+	var files []string
+	err = filepath.WalkDir(fixturePath(t, "."), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".log") {
+			files = append(files, path)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 100)
+	for _, path := range files {
+		for _, fb := range readFixture(t, path) {
+			b := fb.Batch
+			var got []Record
+			got, scratch, err = collectEach(&b, scratch)
+			require.NoError(t, err, "%s at %d", path, fb.Pos)
+			if len(fb.Recs) == 0 {
+				assert.Empty(t, got)
+				continue
+			}
+			assert.Equal(t, fb.Recs, got, "%s at %d", path, fb.Pos)
+		}
+	}
+}
+
+// FuzzEachRecord feeds the seed files' batches (with fuzzed bodies behind a
+// correct CRC) to EachRecord and Records: both must agree.
+func FuzzEachRecord(f *testing.F) {
+	lowerDecompressLimit(f)
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for pos := int64(0); pos < int64(len(data)); {
+			b, err := ReadAt(bytes.NewReader(data), pos, int64(len(data)), nil)
+			if err != nil { // io.EOF or a bad frame: FuzzReadAt's business
+				return
+			}
+			pos += int64(b.Size())
+			if b.Magic == 2 && len(b.Raw) >= HeaderSize {
+				updateCRC(b.Raw)
+				b.CRC = uint32(b.Raw[offCRC])<<24 | uint32(b.Raw[offCRC+1])<<16 | uint32(b.Raw[offCRC+2])<<8 | uint32(b.Raw[offCRC+3])
+			}
+			b2 := b
+			want, werr := b.Records(nil)
+			got, _, gerr := collectEach(&b2, nil)
+			if werr != nil {
+				require.Error(t, gerr, "Records failed with %v", werr)
+				continue
+			}
+			require.NoError(t, gerr)
+			if len(want) == 0 {
+				require.Empty(t, got)
+				continue
+			}
+			require.Equal(t, want, got)
+		}
+	})
+}
+
+func BenchmarkEachRecord(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		recs := valueRecords(1000, size, 0, 1_700_000_000_000)
+		raw := 0
+		for i := range recs {
+			raw += len(recs[i].Value)
+		}
+		for _, c := range []Codec{None, LZ4, Zstd} {
+			b.Run(fmt.Sprintf("%s/1000x%dB", c, size), func(b *testing.B) {
+				batch, err := Parse(mustEncode(b, c, recs))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var scratch []byte
+				n, vb := 0, 0
+				fn := func(r *Record) error { n++; vb += len(r.Value); return nil }
+				b.SetBytes(int64(raw))
+				b.ReportAllocs()
+				for b.Loop() {
+					if scratch, err = batch.EachRecord(scratch, fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if n != len(recs)*b.N || vb != raw*b.N {
+					b.Fatalf("saw %d records, %d value bytes", n, vb)
+				}
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
+	}
+}
