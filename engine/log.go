@@ -204,26 +204,80 @@ func recordSizeBound(r *record.Record) int64 {
 // and flushing as configured. A record too large for max.message.bytes on
 // its own fails with ErrRecordTooLarge and nothing is appended.
 func (p *Partition) Append(recs []record.Record) (first, last int64, err error) {
+	groups := [1][]record.Record{recs}
+	return p.appendGroups(groups[:])
+}
+
+// AppendEach appends each group of records as its own batch (same
+// validation, offsets, timestamps and roll rules as Append of each group in
+// turn) under one lock, writing all of them with as few write calls as
+// possible. It returns the first and last offsets assigned overall. On
+// error, the groups before the failing one may be appended (report how many
+// via first/last) and nothing of a failing group is. flush.messages and
+// flush.ms are checked once, after the call (as for one Append of all the
+// records). A group larger than max.message.bytes is split like Append
+// splits its records.
+func (p *Partition) AppendEach(groups [][]record.Record) (first, last int64, err error) {
+	return p.appendGroups(groups)
+}
+
+// appendGroups is Append and AppendEach: one lock, each group validated and
+// appended in turn.
+func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, err error) {
 	if p.opts.ReadOnly {
 		return 0, 0, ErrReadOnly
 	}
 	cfg := p.cfg.Load()
-	codec := configCodec(cfg)
 	now := p.now()
-	nowMs := now.UnixMilli()
-	logAppend := cfg.LogAppendTime()
-	maxBytes := min(cfg.MaxMessageBytes, cfg.SegmentBytes)
 
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
 		return 0, 0, ErrClosed
 	}
-	base := p.logEnd.Load()
-	if len(recs) == 0 {
-		p.mu.Unlock()
-		return base, base - 1, nil
+	first = p.logEnd.Load()
+	last = first - 1
+	for _, recs := range groups {
+		if len(recs) == 0 {
+			continue
+		}
+		var l int64
+		_, l, err = p.appendRecsLocked(recs, cfg, now)
+		if l >= first {
+			last = max(last, l)
+		}
+		if err != nil {
+			break
+		}
 	}
+	flush := false
+	if last >= first {
+		flush = p.afterAppendLocked(last-first+1, cfg, now)
+	}
+	p.mu.Unlock()
+	if last >= first {
+		p.notify()
+	}
+	if err != nil {
+		return first, last, err
+	}
+	if flush {
+		if err := p.Flush(); err != nil {
+			return first, last, err
+		}
+	}
+	return first, last, nil
+}
+
+// appendRecsLocked validates recs, encodes them into batches no larger than
+// max.message.bytes and appends them. It returns the offsets appended
+// (last < first if none). Callers hold mu.
+func (p *Partition) appendRecsLocked(recs []record.Record, cfg *Config, now time.Time) (first, last int64, err error) {
+	codec := configCodec(cfg)
+	nowMs := now.UnixMilli()
+	logAppend := cfg.LogAppendTime()
+	maxBytes := min(cfg.MaxMessageBytes, cfg.SegmentBytes)
+	base := p.logEnd.Load()
 	rb := p.w.recBuf[:0]
 	for i := range recs {
 		r := recs[i]
@@ -234,19 +288,26 @@ func (p *Partition) Append(recs []record.Record) (first, last int64, err error) 
 		rb = append(rb, r)
 	}
 	p.w.recBuf = rb
+	defer func() {
+		clear(rb) // drop references to the caller's byte slices
+		if cap(rb) > 1<<16 {
+			p.w.recBuf = nil
+		}
+		if cap(p.w.encBuf) > 4*int(maxBytes) {
+			p.w.encBuf = nil // a huge append must not pin its buffer
+		}
+	}()
 	spec := record.BatchSpec{
 		Codec: codec, LogAppendTime: logAppend, ProducerID: -1, ProducerEpoch: -1,
 		BaseSequence: -1, PartitionLeaderEpoch: 0, DeleteHorizonMs: -1, LastOffsetDelta: -1,
 	}
-	// A record that cannot fit a batch on its own fails the whole call
+	// A record that cannot fit a batch on its own fails the whole group
 	// before anything is written. recordSizeBound is exact enough that only
 	// records near the limit need a trial encode.
 	for i := range rb {
 		if int64(record.HeaderSize)+recordSizeBound(&rb[i]) > maxBytes {
 			if _, _, err := encodeChunk(p.w.encBuf[:0], p.w.spans[:0], spec, rb[i:i+1], maxBytes); err != nil {
-				clear(rb)
-				p.mu.Unlock()
-				return 0, 0, err
+				return base, base - 1, err
 			}
 		}
 	}
@@ -279,27 +340,7 @@ func (p *Partition) Append(recs []record.Record) (first, last int64, err error) 
 			start, sum = i, int64(record.HeaderSize)+recordSizeBound(&rb[i])
 		}
 	}
-	clear(rb) // drop references to the caller's byte slices
-	if cap(rb) > 1<<16 {
-		p.w.recBuf = nil
-	}
-	if cap(p.w.encBuf) > 4*int(maxBytes) {
-		p.w.encBuf = nil // a huge append must not pin its buffer
-	}
-	flush := p.afterAppendLocked(int64(last-first+1), cfg, now)
-	p.mu.Unlock()
-	if last >= first {
-		p.notify()
-	}
-	if err != nil {
-		return first, last, err
-	}
-	if flush {
-		if err := p.Flush(); err != nil {
-			return first, last, err
-		}
-	}
-	return first, last, nil
+	return first, last, err
 }
 
 // encodeChunk appends chunk as one batch, or as several if the batch would
