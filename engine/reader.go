@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// Reader reads a partition snapshot's batches in order, in large chunks: one
+// pread of up to ReaderOptions.BufferSize bytes yields every whole batch in
+// it, sliced out of the chunk without a copy and verified (CRC and
+// structure) before the caller sees it. Memory is bounded by the buffer size
+// (two buffers when prefetching), not by the log size; a batch larger than
+// the buffer is read alone into a buffer of its own size.
+//
+// With prefetching (the default) a goroutine reads and verifies the next
+// chunk while the caller decodes the current one.
+//
+// A Reader is not safe for concurrent use: one goroutine calls Next and
+// Close. The partition's writer may append concurrently; the reader stops at
+// the snapshot's LogEndOffset.
+type Reader struct {
+	snap *Snapshot
+	prod producer
+	opts ReaderOptions
+
+	cur  *chunk // the chunk whose batches Next returns
+	next int    // index in cur.batches of the next batch
+	err  error  // sticky: returned once cur is drained
+
+	// Prefetch mode: the goroutine fills chunks from free and sends them
+	// on full; done stops it.
+	started bool
+	free    chan *chunk
+	full    chan *chunk
+	done    chan struct{}
+	wg      sync.WaitGroup
+	closed  bool
+}
+
+// ReaderOptions configure a Reader. The zero value means defaults.
+type ReaderOptions struct {
+	// BufferSize is the size of one read (and of each of the two buffers
+	// when prefetching). 0 = DefaultReaderBufferSize; values below
+	// MinReaderBufferSize are raised to it.
+	BufferSize int
+	// NoPrefetch reads in the caller's goroutine, with one buffer.
+	NoPrefetch bool
+}
+
+// Reader buffer sizes.
+const (
+	DefaultReaderBufferSize = 1 << 20
+	MinReaderBufferSize     = 4 << 10
+)
+
+// chunk is one read: a buffer, the verified batches in it and what ended
+// the read (nil: more to come; io.EOF at the end; or an error after the
+// batches).
+type chunk struct {
+	buf     []byte
+	batches []record.Batch
+	err     error
+}
+
+// NewReader returns a Reader over the snapshot's batches from the batch
+// holding offset from to the snapshot's LogEndOffset. The first batch may
+// hold records below from (skip them by Record.Offset). from must be within
+// [LogStartOffset, LogEndOffset], else the first Next returns an error
+// wrapping ErrOffsetOutOfRange.
+//
+// The Reader takes over the snapshot: Close releases it (do not Release it
+// yourself while the Reader is in use).
+func (s *Snapshot) NewReader(from int64, opts ReaderOptions) *Reader {
+	if opts.BufferSize == 0 {
+		opts.BufferSize = DefaultReaderBufferSize
+	}
+	opts.BufferSize = max(opts.BufferSize, MinReaderBufferSize)
+	return &Reader{
+		snap: s,
+		opts: opts,
+		prod: producer{snap: s, from: from, end: -1},
+	}
+}
+
+// NewReader is p.Snapshot().NewReader(from, opts): Close releases the
+// snapshot.
+func (p *Partition) NewReader(from int64, opts ReaderOptions) *Reader {
+	return p.Snapshot().NewReader(from, opts)
+}
+
+// Next returns the next verified batch, or io.EOF after the last one. The
+// batch (its Raw bytes) is valid until the next call of Next or Close.
+// Corruption returns an error wrapping ErrCorrupt that names the file and
+// position; the batches before the bad one are returned first, nothing from
+// it or after it. Errors are sticky.
+func (r *Reader) Next() (*record.Batch, error) {
+	for {
+		if r.cur != nil && r.next < len(r.cur.batches) {
+			b := &r.cur.batches[r.next]
+			r.next++
+			return b, nil
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.closed {
+			return nil, fmt.Errorf("engine: reader: %w", ErrClosed)
+		}
+		r.advance()
+	}
+}
+
+// advance replaces the drained current chunk by the next one.
+func (r *Reader) advance() {
+	if r.opts.NoPrefetch {
+		if r.cur == nil {
+			r.cur = &chunk{buf: make([]byte, r.opts.BufferSize)}
+		}
+		r.prod.fill(r.cur)
+	} else {
+		if !r.started {
+			r.start()
+		}
+		if r.cur != nil {
+			r.free <- r.cur // never blocks: free has room for every chunk
+		}
+		r.cur = <-r.full
+	}
+	r.next = 0
+	r.err = r.cur.err
+}
+
+// start launches the prefetch goroutine with two buffers.
+func (r *Reader) start() {
+	r.started = true
+	r.free = make(chan *chunk, 2)
+	r.full = make(chan *chunk, 2)
+	r.done = make(chan struct{})
+	for range 2 {
+		r.free <- &chunk{buf: make([]byte, r.opts.BufferSize)}
+	}
+	r.wg.Go(func() {
+		for {
+			select {
+			case <-r.done: // Close wins over a free buffer
+				return
+			default:
+			}
+			var c *chunk
+			select {
+			case c = <-r.free:
+			case <-r.done:
+				return
+			}
+			r.prod.fill(c)
+			select {
+			case r.full <- c:
+			case <-r.done:
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	})
+}
+
+// Close stops the prefetching, drops the buffers and releases the
+// snapshot. It is idempotent; Next after Close returns ErrClosed.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.started {
+		close(r.done)
+		r.wg.Wait()
+	}
+	r.cur, r.free, r.full = nil, nil, nil
+	if r.err == nil {
+		r.err = fmt.Errorf("engine: reader: %w", ErrClosed)
+	}
+	r.snap.Release()
+	return nil
+}
+
+// producer walks the snapshot's segments chunk by chunk. It is used by one
+// goroutine at a time (the prefetcher, or the caller without prefetch).
+type producer struct {
+	snap    *Snapshot
+	from    int64
+	located bool  // seg and pos point at the batch holding from
+	seg     int   // index in snap.Segments
+	pos     int64 // next read position in the segment
+	end     int64 // the segment's size when the producer reached it; -1 = not yet
+	stop    bool  // the snapshot's end is reached
+}
+
+// locate finds the first batch to read: the segment holding from, then its
+// index lookup (FindOffset).
+func (p *producer) locate() error {
+	p.located = true
+	s := p.snap
+	if p.from < s.LogStartOffset || p.from > s.LogEndOffset {
+		return fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, p.from, s.LogStartOffset, s.LogEndOffset)
+	}
+	if len(s.Segments) == 0 || p.from == s.LogEndOffset {
+		p.stop = true
+		return nil
+	}
+	p.seg = s.SegmentFor(p.from)
+	pos, err := s.Segments[p.seg].FindOffset(p.from)
+	if err != nil {
+		return err
+	}
+	p.pos = pos
+	return nil
+}
+
+// fill reads the next chunk into c: the verified whole batches found in one
+// read of up to len(c.buf) bytes of the current segment, moving to the next
+// segment at a segment's end. c.err is io.EOF at the snapshot's end, an
+// error after the batches when one is bad, else nil.
+func (p *producer) fill(c *chunk) {
+	c.batches = c.batches[:0]
+	c.err = nil
+	if !p.located {
+		if c.err = p.locate(); c.err != nil {
+			return
+		}
+	}
+	for !p.stop && p.seg < len(p.snap.Segments) {
+		s := p.snap.Segments[p.seg]
+		if p.end < 0 {
+			p.end = s.Size()
+		}
+		if p.pos >= p.end {
+			p.seg, p.pos, p.end = p.seg+1, 0, -1
+			continue
+		}
+		c.err = p.readChunk(s, c)
+		if c.err != nil || len(c.batches) > 0 {
+			return
+		}
+	}
+	c.err = io.EOF
+}
+
+// readChunk reads from p.pos of s into c.buf and appends every whole batch
+// in it to c.batches (verified), advancing p.pos past them. A first batch
+// larger than the buffer is read alone into a buffer of its size.
+func (p *producer) readChunk(s *Segment, c *chunk) error {
+	n := min(int64(len(c.buf)), p.end-p.pos)
+	data := c.buf[:n]
+	if err := p.read(s, data, p.pos); err != nil {
+		return err
+	}
+	off := 0
+	for off < len(data) {
+		pos := p.pos + int64(off)
+		rem := data[off:]
+		if len(rem) < record.LogOverhead+5 {
+			if pos+int64(len(rem)) == p.end {
+				return s.corrupt(pos, fmt.Errorf("%w: %d trailing bytes", record.ErrTruncated, len(rem)))
+			}
+			break // the rest is in the next read
+		}
+		size := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(rem[8:])))
+		if size < record.LogOverhead+14 {
+			return s.corrupt(pos, fmt.Errorf("%w: entry size %d", record.ErrCorrupt, size-record.LogOverhead))
+		}
+		if pos+size > p.end {
+			return s.corrupt(pos, fmt.Errorf("%w: entry of %d bytes past the end %d", record.ErrTruncated, size, p.end))
+		}
+		raw := rem
+		if size > int64(len(rem)) {
+			if off > 0 {
+				break // starts the next read
+			}
+			// A batch larger than the buffer: read it alone.
+			raw = make([]byte, size)
+			copy(raw, rem)
+			if err := p.read(s, raw[len(rem):], pos+int64(len(rem))); err != nil {
+				return err
+			}
+		}
+		raw = raw[:size:size]
+		b, err := record.Parse(raw)
+		if err == nil {
+			err = b.Verify()
+		}
+		if err != nil {
+			return s.corrupt(pos, err)
+		}
+		if b.LastOffset() >= p.snap.LogEndOffset {
+			// Appended after the snapshot was taken.
+			p.stop = true
+			break
+		}
+		c.batches = append(c.batches, b)
+		if size > int64(len(data)) { // the big batch read alone
+			p.pos += size
+			return nil
+		}
+		off += int(size)
+	}
+	p.pos += int64(off)
+	return nil
+}
+
+// read fills p from s at off (within the segment's size when reached).
+func (p *producer) read(s *Segment, buf []byte, off int64) error {
+	got, err := s.ReadAt(buf, off)
+	if got == len(buf) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return s.corrupt(off, fmt.Errorf("%w: short read of %d/%d bytes", record.ErrTruncated, got, len(buf)))
+	}
+	return fmt.Errorf("engine: segment %s pos %d: %w", s.LogPath(), off, err)
+}

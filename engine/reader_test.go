@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// readerModes are the Reader configurations every test runs: the smallest
+// buffer (many chunks, batches split across reads) and the default one,
+// each with and without the prefetch goroutine.
+var readerModes = []ReaderOptions{
+	{BufferSize: MinReaderBufferSize},
+	{BufferSize: MinReaderBufferSize, NoPrefetch: true},
+	{},
+	{NoPrefetch: true},
+}
+
+func modeName(o ReaderOptions) string {
+	return fmt.Sprintf("buf=%d/noprefetch=%v", o.BufferSize, o.NoPrefetch)
+}
+
+// readWith reads the partition from offset from with a Reader and returns
+// copies of the records and the batches' first offsets, stopping at the
+// first error (returned).
+func readWith(t testing.TB, p *Partition, from int64, opts ReaderOptions) ([]record.Record, error) {
+	t.Helper()
+	r := p.NewReader(from, opts)
+	defer func() { require.NoError(t, r.Close()) }()
+	var out []record.Record
+	var scratch []byte
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		scratch, err = b.EachRecord(scratch, func(rec *record.Record) error {
+			c := *rec
+			c.Key = bytes.Clone(rec.Key)
+			c.Value = bytes.Clone(rec.Value)
+			c.Headers = nil
+			out = append(out, c)
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
+func fillTest(t testing.TB, p *Partition, n, per int) {
+	t.Helper()
+	for i := 0; i < n; i += per {
+		_, _, err := p.Append(makeRecs(i, min(per, n-i), 1_700_000_000_000+int64(i)))
+		require.NoError(t, err)
+	}
+}
+
+func TestReaderSegmentsAndCodecs(t *testing.T) {
+	for _, codec := range []string{"none", "lz4", "zstd"} {
+		t.Run(codec, func(t *testing.T) {
+			cfg := testConfig()
+			require.NoError(t, cfg.Set("compression.type", codec))
+			p := openTest(t, vfs.NewMem(), "t-0", cfg)
+			defer p.Close()
+			fillTest(t, p, 20_000, 37)
+			require.Greater(t, len(p.Segments()), 2, "several segments")
+			want := readAll(t, p)
+			require.Len(t, want, 20_000)
+			for _, mode := range readerModes {
+				got, err := readWith(t, p, 0, mode)
+				require.NoError(t, err, modeName(mode))
+				require.Equal(t, len(want), len(got), modeName(mode))
+				assert.Equal(t, want, got, modeName(mode))
+			}
+		})
+	}
+}
+
+func TestReaderFromOffset(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	defer p.Close()
+	fillTest(t, p, 5_000, 10)
+	leo := p.LogEndOffset()
+	before := p.Stats().BytesRead
+	for _, from := range []int64{0, 1, 9, 10, 11, 2_345, 2_999, 4_990, 4_999, leo} {
+		for _, mode := range readerModes {
+			got, err := readWith(t, p, from, mode)
+			require.NoError(t, err)
+			if from == leo {
+				assert.Empty(t, got)
+				continue
+			}
+			require.NotEmpty(t, got)
+			// Whole batches: the first holds from, none starts later.
+			assert.LessOrEqual(t, got[0].Offset, from, "from %d %s", from, modeName(mode))
+			assert.Greater(t, got[0].Offset, from-10, "from %d %s", from, modeName(mode))
+			assert.Equal(t, seq(got[0].Offset, leo), offsetsOf(got), "from %d %s", from, modeName(mode))
+		}
+	}
+	assert.Greater(t, p.Stats().BytesRead, before, "reads are counted")
+
+	for _, from := range []int64{-1, leo + 1} {
+		_, err := readWith(t, p, from, ReaderOptions{})
+		require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	}
+}
+
+func TestReaderBatchLargerThanBuffer(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 256 << 10
+	p := openTest(t, vfs.NewMem(), "t-0", cfg)
+	defer p.Close()
+	small := makeRecs(0, 3, 1)
+	big := []record.Record{{Timestamp: 5, Value: bytes.Repeat([]byte("B"), 3*MinReaderBufferSize)}}
+	for range 3 {
+		_, _, err := p.Append(small)
+		require.NoError(t, err)
+		_, _, err = p.Append(big)
+		require.NoError(t, err)
+		_, _, err = p.Append(big) // two big batches in a row
+		require.NoError(t, err)
+	}
+	want := readAll(t, p)
+	for _, mode := range readerModes {
+		got, err := readWith(t, p, 0, mode)
+		require.NoError(t, err, modeName(mode))
+		assert.Equal(t, want, got, modeName(mode))
+		got, err = readWith(t, p, 4, mode) // starting at the second big batch
+		require.NoError(t, err, modeName(mode))
+		assert.Equal(t, want[4:], got, modeName(mode))
+	}
+}
+
+func TestReaderCorruptByte(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	p := openTest(t, vfs.OS, dir, testConfig())
+	fillTest(t, p, 8_000, 20)
+	require.Greater(t, len(p.Segments()), 2)
+	// Pick a batch in the middle of the second segment.
+	snap := p.Snapshot()
+	seg := snap.Segments[1]
+	var pos, badBase int64
+	var path string
+	for q, i := int64(0), 0; ; i++ {
+		b, err := seg.ReadBatch(q, nil)
+		require.NoError(t, err)
+		if i == 5 {
+			pos, badBase, path = q, b.BaseOffset, seg.LogPath()
+			break
+		}
+		q += int64(b.Size())
+	}
+	snap.Release()
+	require.NoError(t, p.Close())
+
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	one := []byte{0}
+	_, err = f.ReadAt(one, pos+record.HeaderSize+20)
+	require.NoError(t, err)
+	one[0] ^= 0x40
+	_, err = f.WriteAt(one, pos+record.HeaderSize+20)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	p = openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly, o.CleanShutdown = true, true })
+	defer p.Close()
+	for _, mode := range readerModes {
+		got, err := readWith(t, p, 0, mode)
+		require.ErrorIs(t, err, ErrCorrupt, modeName(mode))
+		assert.Contains(t, err.Error(), path)
+		assert.Contains(t, err.Error(), fmt.Sprintf("position %d", pos))
+		assert.Equal(t, seq(0, badBase), offsetsOf(got), "every record before the bad batch, none from it (%s)", modeName(mode))
+
+		// Starting after the bad batch reads on to the end.
+		got, err = readWith(t, p, badBase+20, mode)
+		require.NoError(t, err)
+		assert.Equal(t, seq(badBase+20, 8_000), offsetsOf(got))
+	}
+	assert.Positive(t, p.Stats().Corruptions)
+}
+
+func TestReaderTruncatedTail(t *testing.T) {
+	// A segment whose size cuts a batch (as a reader of a torn file would
+	// see it) is corruption, not a silent end.
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	defer p.Close()
+	fillTest(t, p, 100, 10)
+	snap := p.Snapshot()
+	seg := snap.Segments[len(snap.Segments)-1]
+	size := seg.Size()
+	seg.size.Store(size - 3)
+	r := snap.NewReader(0, ReaderOptions{BufferSize: MinReaderBufferSize})
+	var err error
+	n := 0
+	for err == nil {
+		var b *record.Batch
+		if b, err = r.Next(); err == nil {
+			n += int(b.RecordCount)
+		}
+	}
+	seg.size.Store(size)
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Equal(t, 90, n)
+	require.NoError(t, r.Close())
+}
+
+func TestReaderConcurrentAppend(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	defer p.Close()
+	fillTest(t, p, 2_000, 10)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for i := 2_000; ; i += 10 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, _, err := p.Append(makeRecs(i, 10, int64(i))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for i := range 20 {
+		mode := readerModes[i%len(readerModes)]
+		snap := p.Snapshot()
+		leo := snap.LogEndOffset
+		r := snap.NewReader(0, mode)
+		var offs []int64
+		var scratch []byte
+		for {
+			b, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			scratch, err = b.EachRecord(scratch, func(rec *record.Record) error {
+				offs = append(offs, rec.Offset)
+				return nil
+			})
+			require.NoError(t, err)
+		}
+		require.NoError(t, r.Close())
+		require.Equal(t, seq(0, leo), offs, "exactly the snapshot's records (%s)", modeName(mode))
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestReaderCloseReleasesSnapshot(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	defer p.Close()
+	fillTest(t, p, 5_000, 10)
+	for _, mode := range readerModes {
+		snap := p.Snapshot()
+		for _, s := range snap.Segments {
+			require.Equal(t, int32(2), s.refs.Load())
+		}
+		r := snap.NewReader(0, mode)
+		_, err := r.Next() // the prefetcher is now running
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+		require.NoError(t, r.Close(), "idempotent")
+		for _, s := range snap.Segments {
+			assert.Equal(t, int32(1), s.refs.Load(), "only the partition's reference is left")
+		}
+		_, err = r.Next()
+		require.ErrorIs(t, err, ErrClosed)
+	}
+	// Closing a reader that never read.
+	r := p.NewReader(0, ReaderOptions{})
+	require.NoError(t, r.Close())
+}
+
+func TestReaderKafkaFixtures(t *testing.T) {
+	for _, dir := range fixturePartitions(t) {
+		name, _ := filepath.Rel(fixtureRoot, dir)
+		t.Run(name, func(t *testing.T) {
+			p := openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly = true })
+			defer p.Close()
+			want := readAll(t, p)
+			for _, mode := range readerModes[:2] {
+				got, err := readWith(t, p, p.LogStartOffset(), mode)
+				require.NoError(t, err)
+				assert.Equal(t, offsetsOf(want), offsetsOf(got), modeName(mode))
+				if len(want) == len(got) {
+					for i := range want {
+						assert.Equal(t, want[i].Value, got[i].Value)
+						assert.Equal(t, want[i].Key, got[i].Key)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReader reads every batch of a partition with a Reader, verifying
+// it and decoding every record with EachRecord (compare
+// BenchmarkReadSequential: ReadBatch + Records).
+func BenchmarkReader(b *testing.B) {
+	p := benchPartition(b)
+	defer p.Close()
+	var total int64
+	for _, s := range p.Segments() {
+		total += s.Size
+	}
+	var modes []ReaderOptions
+	for _, size := range []int{128 << 10, 256 << 10, 1 << 20, 4 << 20} {
+		modes = append(modes, ReaderOptions{BufferSize: size}, ReaderOptions{BufferSize: size, NoPrefetch: true})
+	}
+	for _, mode := range modes {
+		b.Run(fmt.Sprintf("buf=%dKiB/prefetch=%v", mode.BufferSize>>10, !mode.NoPrefetch), func(b *testing.B) {
+			b.SetBytes(total)
+			b.ReportAllocs()
+			n, vb := 0, 0
+			fn := func(r *record.Record) error { n++; vb += len(r.Value); return nil }
+			var scratch []byte
+			for b.Loop() {
+				r := p.NewReader(0, mode)
+				for {
+					batch, err := r.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if scratch, err = batch.EachRecord(scratch, fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := r.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
