@@ -226,9 +226,13 @@ func putSizes(sp *[]int32) {
 // appendRecordSized appends r's v2 encoding (length varint first); size is
 // its recordBodySize, computed once in Encode's first pass.
 func appendRecordSized(b []byte, r *Record, baseOffset, baseTs int64, size int32) []byte {
-	offDelta := int32(r.Offset - baseOffset)
-	tsDelta := r.Timestamp - baseTs
-	b = appendVarint(b, size)
+	return appendRecordDeltas(b, r, int32(r.Offset-baseOffset), r.Timestamp-baseTs, int(size))
+}
+
+// appendRecordDeltas appends r's v2 encoding at the given deltas; size is
+// its recordBodySize.
+func appendRecordDeltas(b []byte, r *Record, offDelta int32, tsDelta int64, size int) []byte {
+	b = appendVarint(b, int32(size))
 	b = append(b, 0) // attributes
 	b = appendVarlong(b, tsDelta)
 	b = appendVarint(b, offDelta)
@@ -281,4 +285,135 @@ func putScratch(sp *[]byte) {
 		*sp = (*sp)[:0]
 		scratchPool.Put(sp)
 	}
+}
+
+// ErrBatchTooLarge is returned by EncodeSequential when not even the first
+// record fits the size limit on its own.
+var ErrBatchTooLarge = errors.New("record: record does not fit the batch size limit")
+
+// SequentialInfo describes the batch EncodeSequential wrote.
+type SequentialInfo struct {
+	Records      int   // records taken from the front of recs
+	Size         int   // bytes of the batch, header included
+	MaxTimestamp int64 // largest record timestamp (as written)
+}
+
+// crcStride is how many freshly written bytes EncodeSequential lets pile up
+// before it folds them into the CRC: small enough that they are still in the
+// L1 cache, large enough that the call overhead does not count.
+const crcStride = 8 << 10
+
+// EncodeSequential appends to dst one uncompressed v2 batch holding the
+// longest prefix of recs that fits in maxBytes, and says how many records it
+// took. It is Encode for records as a broker appends them: record i gets the
+// offset spec.BaseOffset+i (recs[i].Offset is ignored, recs is not
+// modified), and the timestamp nowMs when spec.LogAppendTime is set or
+// recs[i].Timestamp is negative. The bytes are exactly Encode's for the same
+// offsets and timestamps.
+//
+// It is the append hot path: the first pass sizes the records from their
+// lengths only (no data touched), the second writes them once, straight from
+// the caller's slices, folding each 8 KiB just written into the CRC while
+// it is in cache. spec.Codec must be None and recs non-empty. If the first
+// record alone does not fit in maxBytes nothing is written and the error
+// wraps ErrBatchTooLarge.
+func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, maxBytes int) ([]byte, SequentialInfo, error) {
+	if spec.Codec != None {
+		return dst, SequentialInfo{}, fmt.Errorf("%w: EncodeSequential writes uncompressed batches, not %v", errEncode, spec.Codec)
+	}
+	if len(recs) == 0 {
+		return dst, SequentialInfo{}, fmt.Errorf("%w: no records", errEncode)
+	}
+	force, horizon := spec.LogAppendTime, spec.DeleteHorizonMs >= 0
+	baseTs := recs[0].Timestamp
+	if force || baseTs < 0 {
+		baseTs = nowMs
+	}
+	if horizon {
+		baseTs = spec.DeleteHorizonMs
+	}
+	limit := min(maxBytes, math.MaxInt32) - HeaderSize
+	// Pass 1: how many records fit, their size and largest timestamp.
+	n, body := 0, 0
+	maxTs := int64(math.MinInt64)
+	for i := range min(len(recs), math.MaxInt32) {
+		r := &recs[i]
+		ts := r.Timestamp
+		if force || ts < 0 {
+			ts = nowMs
+		}
+		sz := recordBodySize(r, int32(i), ts-baseTs)
+		if sz < 0 || sz > limit {
+			break
+		}
+		tot := varintSize(int32(sz)) + sz
+		if body+tot > limit {
+			break
+		}
+		body += tot
+		maxTs = max(maxTs, ts)
+		n++
+	}
+	if n == 0 {
+		sz := recordBodySize(&recs[0], 0, 0)
+		return dst, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
+			HeaderSize+varintSize(int32(min(sz, math.MaxInt32)))+sz, maxBytes)
+	}
+	lastDelta := int32(n - 1)
+	if spec.LastOffsetDelta >= 0 {
+		if spec.LastOffsetDelta < lastDelta {
+			return dst, SequentialInfo{}, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, spec.LastOffsetDelta, lastDelta)
+		}
+		lastDelta = spec.LastOffsetDelta
+	}
+
+	// Pass 2: header, then the records, CRC as we go.
+	start := len(dst)
+	dst = grow(dst, HeaderSize+body)
+	dst = dst[:start+HeaderSize]
+	attrs := uint16(None)
+	if spec.LogAppendTime {
+		attrs |= attrLogAppendTime
+	}
+	if spec.Transactional {
+		attrs |= attrTransactional
+	}
+	if spec.Control {
+		attrs |= attrControl
+	}
+	if horizon {
+		attrs |= attrDeleteHorizon
+	}
+	h := dst[start : start+HeaderSize]
+	be := binary.BigEndian
+	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
+	be.PutUint32(h[offLength:], uint32(HeaderSize+body-LogOverhead))
+	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
+	h[offMagic] = 2
+	be.PutUint16(h[offAttributes:], attrs)
+	be.PutUint32(h[offLastOffsetDelta:], uint32(lastDelta))
+	be.PutUint64(h[offBaseTimestamp:], uint64(baseTs))
+	be.PutUint64(h[offMaxTimestamp:], uint64(maxTs))
+	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
+	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
+	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
+	be.PutUint32(h[offRecordCount:], uint32(n))
+	crc := crc32.Update(0, castagnoli, h[offAttributes:])
+	mark := len(dst)
+	for i := range n {
+		r := &recs[i]
+		ts := r.Timestamp
+		if force || ts < 0 {
+			ts = nowMs
+		}
+		tsDelta := ts - baseTs
+		dst = appendRecordDeltas(dst, r, int32(i), tsDelta, recordBodySize(r, int32(i), tsDelta))
+		if len(dst)-mark >= crcStride {
+			crc = crc32.Update(crc, castagnoli, dst[mark:])
+			mark = len(dst)
+		}
+	}
+	crc = crc32.Update(crc, castagnoli, dst[mark:])
+	be.PutUint32(dst[start+offCRC:], crc)
+	return dst, SequentialInfo{Records: n, Size: len(dst) - start, MaxTimestamp: maxTs}, nil
 }

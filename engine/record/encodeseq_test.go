@@ -1,0 +1,194 @@
+package record
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// randomRecords makes n records of every shape: null/empty/long keys and
+// values, headers, negative ("now") and out-of-order timestamps.
+func randomRecords(rng *rand.Rand, n int) []Record {
+	blob := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz"), 400)
+	bs := func() []byte {
+		switch rng.IntN(6) {
+		case 0:
+			return nil
+		case 1:
+			return []byte{}
+		case 2:
+			return blob[:rng.IntN(len(blob))]
+		default:
+			return blob[:rng.IntN(200)]
+		}
+	}
+	recs := make([]Record, n)
+	for i := range recs {
+		r := Record{Offset: rng.Int64N(1000) - 500, Timestamp: 1_700_000_000_000 + rng.Int64N(1_000_000) - 500_000, Key: bs(), Value: bs()}
+		if rng.IntN(4) == 0 {
+			r.Timestamp = -1
+		}
+		for range rng.IntN(3) {
+			r.Headers = append(r.Headers, Header{Key: string(blob[:rng.IntN(10)]), Value: bs()})
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+// sequentialByEncode is what EncodeSequential must produce: Encode of the
+// first n records with offsets base+i and resolved timestamps.
+func sequentialByEncode(t testing.TB, spec BatchSpec, recs []Record, nowMs int64, n int) []byte {
+	t.Helper()
+	rs := make([]Record, n)
+	for i := range rs {
+		rs[i] = recs[i]
+		rs[i].Offset = spec.BaseOffset + int64(i)
+		if spec.LogAppendTime || rs[i].Timestamp < 0 {
+			rs[i].Timestamp = nowMs
+		}
+	}
+	out, err := Encode(nil, spec, rs)
+	require.NoError(t, err)
+	return out
+}
+
+func TestEncodeSequentialMatchesEncode(t *testing.T) {
+	const nowMs = 1_800_000_000_000
+	specs := map[string]func(*BatchSpec){
+		"plain":           func(*BatchSpec) {},
+		"log append time": func(s *BatchSpec) { s.LogAppendTime = true },
+		"delete horizon":  func(s *BatchSpec) { s.DeleteHorizonMs = 1_600_000_000_000 },
+		"producer fields": func(s *BatchSpec) {
+			s.ProducerID, s.ProducerEpoch, s.BaseSequence, s.PartitionLeaderEpoch = 7, 2, 40, 3
+			s.Transactional = true
+		},
+		"forced last offset delta": func(s *BatchSpec) { s.LastOffsetDelta = 5000 },
+	}
+	for name, mut := range specs {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			for iter := range 40 {
+				recs := randomRecords(rng, 1+rng.IntN(300))
+				spec := NewBatchSpec(rng.Int64N(1 << 40))
+				mut(&spec)
+				prefix := []byte("prefix")
+				out, info, err := EncodeSequential(prefix, spec, recs, nowMs, 1<<30)
+				require.NoError(t, err)
+				require.Equal(t, len(recs), info.Records)
+				require.Equal(t, "prefix", string(out[:6]))
+				want := sequentialByEncode(t, spec, recs, nowMs, len(recs))
+				require.Equal(t, want, out[6:], "iteration %d", iter)
+				assert.Equal(t, len(want), info.Size)
+				b, got := decodeAll(t, out[6:])
+				assert.Equal(t, b.MaxTimestamp, info.MaxTimestamp)
+				assert.Equal(t, spec.BaseOffset, got[0].Offset)
+			}
+		})
+	}
+}
+
+// TestEncodeSequentialLimit: the batch takes the longest prefix that fits.
+func TestEncodeSequentialLimit(t *testing.T) {
+	const nowMs = 1_800_000_000_000
+	rng := rand.New(rand.NewPCG(5, 6))
+	for iter := range 200 {
+		recs := randomRecords(rng, 2+rng.IntN(100))
+		spec := NewBatchSpec(1000)
+		maxBytes := HeaderSize + 100 + rng.IntN(20000)
+		out, info, err := EncodeSequential(nil, spec, recs, nowMs, maxBytes)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBatchTooLarge)
+			require.Empty(t, out)
+			require.Greater(t, len(sequentialByEncode(t, spec, recs, nowMs, 1)), maxBytes)
+			continue
+		}
+		require.LessOrEqual(t, len(out), maxBytes, "iteration %d", iter)
+		require.Equal(t, sequentialByEncode(t, spec, recs, nowMs, info.Records), out)
+		if info.Records < len(recs) {
+			require.Greater(t, len(sequentialByEncode(t, spec, recs, nowMs, info.Records+1)), maxBytes,
+				"iteration %d: one more record would have fit", iter)
+		}
+	}
+}
+
+func TestEncodeSequentialRejects(t *testing.T) {
+	recs := sampleRecords(0, 5)
+	spec := NewBatchSpec(0)
+	spec.Codec = Zstd
+	_, _, err := EncodeSequential(nil, spec, recs, 1, 1<<20)
+	require.Error(t, err)
+	_, _, err = EncodeSequential(nil, NewBatchSpec(0), nil, 1, 1<<20)
+	require.Error(t, err)
+	big := []Record{{Value: make([]byte, 1000)}}
+	out, _, err := EncodeSequential([]byte("x"), NewBatchSpec(0), big, 1, 1000)
+	require.ErrorIs(t, err, ErrBatchTooLarge)
+	assert.Equal(t, "x", string(out))
+	spec = NewBatchSpec(0)
+	spec.LastOffsetDelta = 2
+	_, _, err = EncodeSequential(nil, spec, recs, 1, 1<<20)
+	require.Error(t, err, "LastOffsetDelta below the records'")
+}
+
+// TestEncodeSequentialCRCStrides: batches far longer than the CRC stride,
+// with records straddling stride ends, verify.
+func TestEncodeSequentialCRCStrides(t *testing.T) {
+	for _, size := range []int{1, 100, 1000, crcStride - 3, 3 * crcStride} {
+		recs := valueRecords(50, size, 0, 1_700_000_000_000)
+		out, info, err := EncodeSequential(nil, NewBatchSpec(0), recs, 1, 1<<30)
+		require.NoError(t, err)
+		require.Equal(t, 50, info.Records)
+		_, got := decodeAll(t, out)
+		for i := range got {
+			require.Equal(t, recs[i].Value, got[i].Value)
+		}
+		out[len(out)-1] ^= 1
+		b, err := Parse(out)
+		require.NoError(t, err)
+		require.ErrorIs(t, b.Verify(), ErrCorrupt, "a flipped byte fails the CRC")
+	}
+}
+
+func TestEncodeSequentialNoAllocs(t *testing.T) {
+	recs := valueRecords(1000, 100, 0, 1_700_000_000_000)
+	spec := NewBatchSpec(0)
+	buf := make([]byte, 0, EncodedSizeUpperBound(recs))
+	allocs := testing.AllocsPerRun(20, func() {
+		out, _, err := EncodeSequential(buf[:0], spec, recs, 1, 1<<30)
+		if err != nil || len(out) == 0 {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// FuzzEncodeSequential: for any records and limit, EncodeSequential writes
+// Encode's bytes for the prefix it takes, and that prefix is the longest
+// that fits.
+func FuzzEncodeSequential(f *testing.F) {
+	f.Add(uint64(1), uint64(2), 10, 4096, false)
+	f.Add(uint64(3), uint64(4), 200, 100000, true)
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, n, maxBytes int, lat bool) {
+		if n <= 0 || n > 500 || maxBytes < 0 || maxBytes > 1<<22 {
+			return
+		}
+		rng := rand.New(rand.NewPCG(s1, s2))
+		recs := randomRecords(rng, n)
+		spec := NewBatchSpec(int64(s1 >> 20))
+		spec.LogAppendTime = lat
+		out, info, err := EncodeSequential(nil, spec, recs, 1_800_000_000_000, maxBytes)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBatchTooLarge)
+			require.Greater(t, len(sequentialByEncode(t, spec, recs, 1_800_000_000_000, 1)), maxBytes)
+			return
+		}
+		require.LessOrEqual(t, len(out), maxBytes)
+		require.Equal(t, sequentialByEncode(t, spec, recs, 1_800_000_000_000, info.Records), out)
+		if info.Records < n {
+			require.Greater(t, len(sequentialByEncode(t, spec, recs, 1_800_000_000_000, info.Records+1)), maxBytes)
+		}
+	})
+}
