@@ -232,15 +232,15 @@ func decodeRecord(data []byte) (Record, int, error) {
 // backing array (EachRecord); otherwise a record with headers gets a new
 // slice and one without gets nil. On error *r is unspecified.
 //
-// Hot path: every varint is read by the inlined one-byte fast path of
-// varintAt/varlongAt, and positions are kept within rb = data[:end] so the
+// Hot path: varints of one or two bytes are read by the inlined varint12
+// and varlong12, and positions are kept within rb = data[:end] so the
 // compiler can drop most bounds checks.
 func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
-	var length int32
-	p := 0
-	if len(data) > 0 && data[0] < 0x80 {
-		length, p = zz32(data[0]), 1
-	} else if length, p = varintAt(data, 0); p < 0 {
+	length, p, ok := varint12(data, 0)
+	if !ok {
+		length, p = varintAt(data, 0)
+	}
+	if p < 0 {
 		return 0, errRecord("bad length varint")
 	}
 	if length < minRecordSize-1 || int64(length) > int64(len(data)-p) {
@@ -250,28 +250,28 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 	rb := data[:end] // length varint .. end of headers
 	p++              // skip attributes (length >= 6, so it is there)
 
-	var tsDelta int64
-	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
-		tsDelta = zz64(rb[p])
-		p++
-	} else if tsDelta, p = varlongAt(rb, p); p < 0 {
+	tsDelta, p, ok := varlong12(rb, p)
+	if !ok {
+		tsDelta, p = varlongAt(rb, p)
+	}
+	if p < 0 {
 		return 0, errRecord("bad timestampDelta varlong")
 	}
-	var offDelta int32
-	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
-		offDelta = zz32(rb[p])
-		p++
-	} else if offDelta, p = varintAt(rb, p); p < 0 {
+	offDelta, p, ok := varint12(rb, p)
+	if !ok {
+		offDelta, p = varintAt(rb, p)
+	}
+	if p < 0 {
 		return 0, errRecord("bad offsetDelta varint")
 	}
 	r.Offset = int64(offDelta)
 	r.Timestamp = tsDelta
 
-	var kl int32
-	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
-		kl = zz32(rb[p])
-		p++
-	} else if kl, p = varintAt(rb, p); p < 0 {
+	kl, p, ok := varint12(rb, p)
+	if !ok {
+		kl, p = varintAt(rb, p)
+	}
+	if p < 0 {
 		return 0, errRecord("bad key length varint")
 	}
 	if kl < 0 {
@@ -285,11 +285,11 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 		p = q
 	}
 
-	var vl int32
-	if uint(p) < uint(len(rb)) && rb[p] < 0x80 {
-		vl = zz32(rb[p])
-		p++
-	} else if vl, p = varintAt(rb, p); p < 0 {
+	vl, p, ok := varint12(rb, p)
+	if !ok {
+		vl, p = varintAt(rb, p)
+	}
+	if p < 0 {
 		return 0, errRecord("bad value length varint")
 	}
 	if vl < 0 {

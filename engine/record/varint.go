@@ -100,6 +100,43 @@ func readVarlong(b []byte) (int64, int) {
 func zz32(c byte) int32 { return int32(c>>1) ^ -int32(c&1) }
 func zz64(c byte) int64 { return int64(c>>1) ^ -int64(c&1) }
 
+// varint12 decodes a one- or two-byte zig-zag varint at b[p:] (values
+// -8192..8191: the lengths, deltas and counts of records up to 8 KiB) when
+// at least two bytes are left; ok is false otherwise (call varintAt). It is
+// small enough to be inlined into the record decoder's loop.
+func varint12(b []byte, p int) (v int32, next int, ok bool) {
+	if uint(p+1) < uint(len(b)) {
+		u := uint32(b[p])
+		if u >= 0x80 {
+			c1 := b[p+1]
+			if c1 >= 0x80 {
+				return 0, p, false
+			}
+			u = u&0x7f | uint32(c1)<<7
+			p++
+		}
+		return int32(u>>1) ^ -int32(u&1), p + 1, true
+	}
+	return 0, p, false
+}
+
+// varlong12 is varint12 for a varlong (timestamp deltas up to ±8 s).
+func varlong12(b []byte, p int) (v int64, next int, ok bool) {
+	if uint(p+1) < uint(len(b)) {
+		u := uint64(b[p])
+		if u >= 0x80 {
+			c1 := b[p+1]
+			if c1 >= 0x80 {
+				return 0, p, false
+			}
+			u = u&0x7f | uint64(c1)<<7
+			p++
+		}
+		return int64(u>>1) ^ -int64(u&1), p + 1, true
+	}
+	return 0, p, false
+}
+
 // varintAt decodes the zig-zag varint at b[p:] and returns it with the
 // position after it; the position is < 0 when b ends too early or the
 // encoding is longer than 5 bytes. Hot loops test for a one-byte varint
