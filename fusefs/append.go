@@ -40,9 +40,17 @@ var (
 func (a *appendNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFREG | a.fsys.perm(0200)
 	out.Nlink = 1
+	// The preferred write size is the largest WRITE the mount takes:
+	// cat (coreutils io_blksize) then writes 1 MiB at a time, and the
+	// kernel hands each write(2) over as one WRITE instead of eight
+	// 128 KiB ones.
+	out.Blksize = appendBlksize
 	a.fsys.setTimes(&out.Attr, a.fsys.mounted)
 	return 0
 }
+
+// appendBlksize is st_blksize of append files: MaxWrite (see Mount).
+const appendBlksize = maxWrite
 
 // Setattr accepts truncation to 0 (bash's "echo x > append" opens with
 // O_TRUNC, which arrives as SETATTR size=0) and time changes (touch) as
@@ -96,7 +104,6 @@ func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	h.checkSize = cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed"
 	h.batchSize = max(cfg.BatchSize, 1)
 	h.linger = time.Duration(max(cfg.LingerMs, 0)) * time.Millisecond
-	h.pending = map[int]*pendingBatch{}
 	h.sticky = int(a.fsys.sticky.Add(1))
 	a.fsys.addWriter(a.topic, 1)
 	return h, fuse.FOPEN_DIRECT_IO, 0
@@ -138,11 +145,77 @@ func (a *appendNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno
 	return 0
 }
 
-// pendingBatch is the records a handle has buffered for one partition.
-type pendingBatch struct {
-	p     partitionLog
-	recs  []record.Record
+// partBatch is what a handle buffers for one partition: pending records,
+// oldest first, and during a write the ends of the batches that are full.
+type partBatch struct {
+	p    partitionLog
+	recs []record.Record
+	// stable counts the leading records that own their bytes (copied to
+	// the arena, or parsed from JSON); the others alias the current
+	// WRITE's lines and are copied before Write returns.
+	stable int
+	// bytes is the encoded size of the records after the last full batch.
 	bytes int64
+	// cuts are the ends (in recs) of the full batches of this write.
+	cuts []int
+	// spare is an emptied record slice, reused when full batches leave.
+	spare []record.Record
+	// dirty: routed to in the current write (listed in h.dirty).
+	dirty   bool
+	touched bool // appended to since open (fsync flushes it)
+	written bool // appended to since the last close
+}
+
+// appendJob is one call to the engine per partition: the full batches of
+// one WRITE (or everything pending, on close, fsync and linger.ms). With
+// linger.ms > 0 the job of a WRITE runs in the background while the writer
+// sends the next WRITE (at most one job per handle is in flight); its error
+// is returned by the handle's next call, as a linger append's is.
+type appendJob struct {
+	items []jobItem
+	bulk  int  // the bulk buffer its records alias, -1: none
+	arena bool // some records alias the handle's arena
+	err   error
+	done  chan struct{}
+	free  [][][]record.Record // group slices of earlier items, for reuse
+}
+
+type jobItem struct {
+	pb     *partBatch
+	p      partitionLog
+	groups [][]record.Record // one batch each
+	recs   []record.Record   // the backing slice of groups, reused afterwards
+}
+
+func (j *appendJob) run() {
+	for i := range j.items {
+		it := &j.items[i]
+		if err := appendGroups(it.p, it.groups); err != nil && j.err == nil {
+			j.err = err
+		}
+	}
+}
+
+// groupAppender is the engine's Partition.AppendEach: every group becomes
+// its own batch, all under one lock and in as few writes as possible.
+type groupAppender interface {
+	AppendEach(groups [][]record.Record) (first, last int64, err error)
+}
+
+// appendGroups appends each group as one batch (or more, if the engine
+// must split it for max.message.bytes), in order, stopping at the first
+// error.
+func appendGroups(p partitionLog, groups [][]record.Record) error {
+	if g, ok := p.(groupAppender); ok {
+		_, _, err := g.AppendEach(groups)
+		return err
+	}
+	for _, g := range groups {
+		if _, _, err := p.Append(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // appendHandle is one open append file: its line framing and its batches.
@@ -163,25 +236,34 @@ type appendHandle struct {
 	batchSize  int64
 	linger     time.Duration
 
-	mu      sync.Mutex // protects everything below
-	split   lineSplitter
-	pending map[int]*pendingBatch
-	sticky  int // keyless records of a topic-level file go here, round robin by batch
-	timer   *time.Timer
-	err     error // from a background (linger) append; returned by the next call
+	mu     sync.Mutex // protects everything below
+	split  lineSplitter
+	parts  []*partBatch // by partition id; nil: not written to yet
+	dirty  []int        // partitions routed to by the current write
+	sticky int          // keyless records of a topic-level file go here, round robin by batch
+	timer  *time.Timer
+	err    error // from a background (linger or job) append; returned by the next call
+	job    *appendJob
 	// skipping is set while the rest of a too-long line arrives.
 	skipping bool
 	// broken is set when a write failed after a line was begun: the begun
 	// line is dropped at close unless a later write completes it.
 	broken bool
-	// arena holds the bytes of buffered plain records (they alias it),
-	// recs is write's scratch and idle keeps emptied batches for reuse, so
-	// a write allocates nothing in the steady state.
-	arena   []byte
-	recs    []record.Record
-	idle    map[int]*pendingBatch
-	touched map[int]partitionLog // appended to since open (fsync flushes them)
-	written map[int]partitionLog // appended to since the last close
+	// Reused buffers, so a write allocates nothing in the steady state:
+	// recs is write's record scratch; bulk holds the lines of a WRITE
+	// whose full batches are appended in the background (two: one for
+	// the job in flight, one for the WRITE being framed); arena holds the
+	// bytes of records still pending after their WRITE returned; join is
+	// a line begun in an earlier WRITE joined with its end; tail is the
+	// spare buffer of the unterminated rest; spareJob is a finished job.
+	recs     []record.Record
+	sizes    []int64
+	bulk     [2][]byte
+	nextBulk int
+	arena    []byte
+	join     []byte
+	tail     []byte
+	spareJob *appendJob
 }
 
 // recordSize is the exact size of r alone in an uncompressed v2 batch.
@@ -241,16 +323,42 @@ func (h *appendHandle) logKeyless() {
 		"topic", h.topic.Name(), "file", file, "cleanup_policy", h.topic.Config().CleanupPolicy, "parse_key", h.lc.parseKey)
 }
 
+// setTail makes the unterminated rest a copy of a then b, in the spare
+// buffer (the current one becomes the spare).
+func (h *appendHandle) setTail(a, b []byte) {
+	if len(a)+len(b) == 0 {
+		h.tail = h.split.take()[:0]
+		return
+	}
+	t := append(append(h.tail[:0], a...), b...)
+	h.tail = h.split.take()[:0]
+	h.split.set(t)
+}
+
+// failed is the errno of a write refused because an earlier background
+// append failed; a line begun earlier cannot be completed by it.
+func (h *appendHandle) failed(err error) (uint32, syscall.Errno) {
+	h.broken = h.broken || len(h.split.partial) > 0
+	return 0, h.fsys.errno("write", err)
+}
+
 // write frames data into lines and buffers their records. Either every
 // complete line of data is accepted or none is (the errno says why).
 func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.job != nil {
+		select {
+		case <-h.job.done:
+			if err := h.reap(); err != nil && h.err == nil {
+				h.err = err
+			}
+		default:
+		}
+	}
 	if err := h.takeErr(); err != nil {
-		// A background append failed: this write is refused, and a line
-		// begun earlier cannot be completed by it.
-		h.broken = h.broken || len(h.split.partial) > 0
-		return 0, h.fsys.errno("write", err)
+		// A background append failed: this write is refused.
+		return h.failed(err)
 	}
 	if h.skipping {
 		// Inside a line already refused as too long: refuse the rest of it,
@@ -261,12 +369,8 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		}
 		return 0, syscall.EMSGSIZE
 	}
-	// Frame without copying data: complete lines are parsed from data (the
-	// first one joined with the buffered partial line in the arena), only
-	// the unterminated tail is copied for the next write.
 	last := bytes.LastIndexByte(data, '\n')
 	partial := h.split.partial
-	var tail []byte
 	if last < 0 {
 		if int64(len(partial)+len(data)) > h.maxMessage {
 			// An unterminated line that can never fit: drop what was
@@ -275,57 +379,65 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			h.skipping = true
 			return 0, syscall.EMSGSIZE
 		}
-		tail = append(append(make([]byte, 0, len(partial)+len(data)), partial...), data...)
-	} else {
-		if int64(len(data)-last-1) > h.maxMessage {
-			h.split.set(nil)
-			h.skipping = true
-			return 0, syscall.EMSGSIZE
+		h.setTail(partial, data)
+		return uint32(len(data)), 0
+	}
+	if int64(len(data)-last-1) > h.maxMessage {
+		h.split.set(nil)
+		h.skipping = true
+		return 0, syscall.EMSGSIZE
+	}
+	async := h.linger > 0
+	lines := data[:last+1]
+	bulk := -1
+	if async && !h.jsonl {
+		// Full batches are appended after Write returns, when go-fuse has
+		// reused data: frame a copy (with the begun line in front).
+		bulk = h.nextBulk
+		if h.job != nil && h.job.bulk == bulk {
+			if err := h.reap(); err != nil {
+				return h.failed(err)
+			}
 		}
-		if last+1 < len(data) {
-			tail = append([]byte(nil), data[last+1:]...)
+		buf := append(append(h.bulk[bulk][:0], partial...), lines...)
+		if cap(buf) <= 2*maxWrite {
+			h.bulk[bulk] = buf
 		}
+		lines, partial = buf, nil
 	}
-	keyRequired := last >= 0 && h.keyRequired()
-	if len(h.pending) == 0 {
-		// No buffered record aliases the arena: reuse all of it.
-		h.arena = h.arena[:0]
-	}
-	if need := len(partial) + last + 1; !h.jsonl && cap(h.arena)-len(h.arena) < need {
-		// Records still buffered keep the old arena alive; they are
-		// appended within linger.ms.
-		h.arena = make([]byte, 0, max(need, min(max(2*cap(h.arena), 4<<10), arenaSize)))
-	}
-	arenaStart := len(h.arena)
+
+	// Parse and validate every complete line before anything changes:
+	// into the partition's pending records for a partition-level file
+	// (the job in flight has its own slice), else into scratch.
+	keyRequired := h.keyRequired()
+	var fixed *partBatch
 	recs := h.recs[:0]
-	defer func() {
-		clear(recs)
-		h.recs = recs[:0]
-	}()
-	for rest := data[:last+1]; len(rest) > 0; {
+	if h.fixed >= 0 {
+		fixed = h.fixedBatch()
+		recs = fixed.recs
+	}
+	base := len(recs)
+	sizes := h.sizes[:0]
+	for rest := lines; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
-		l := rest[:i]
+		l := rest[:i:i]
 		rest = rest[i+1:]
+		if len(partial) > 0 {
+			h.join = append(append(h.join[:0], partial...), l...)
+			l = h.join[:len(h.join):len(h.join)]
+			partial = nil
+		}
 		var (
 			r   record.Record
 			err error
 		)
 		if h.jsonl {
-			if len(partial) > 0 {
-				l = append(append(make([]byte, 0, len(partial)+len(l)), partial...), l...)
-				partial = nil
-			}
 			r, err = parseJSONLine(l)
 		} else {
-			start := len(h.arena)
-			if len(partial) > 0 {
-				h.arena = append(h.arena, partial...)
-				partial = nil
-			}
-			h.arena = append(h.arena, l...)
-			r, err = parsePlainLineAliased(h.arena[start:len(h.arena):len(h.arena)], h.lc)
+			r, err = parsePlainLineAliased(l, h.lc)
 		}
-		if err == nil && h.checkSize && recordSize(&r) > h.maxMessage {
+		size := recordSize(&r)
+		if err == nil && h.checkSize && size > h.maxMessage {
 			err = errTooLong
 		}
 		if err == nil && keyRequired && r.Key == nil {
@@ -333,128 +445,359 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			err = errKeyRequired
 		}
 		if err != nil {
-			h.arena = h.arena[:arenaStart]
+			clear(recs[base:])
+			h.keepRecs(fixed, recs[:base])
 			if err == errTooLong {
 				return 0, syscall.EMSGSIZE
 			}
 			return 0, h.fsys.errno("write", err)
 		}
 		recs = append(recs, r)
+		sizes = append(sizes, size)
 	}
-	prev := h.split.partial
-	h.split.set(tail)
-	if err := h.add(recs); err != nil {
-		// The write failed (disk full, ...): keep the framing as it was
-		// before it, so a retry of the same bytes continues the line. If a
-		// line was begun by an earlier write, it is incomplete now and must
-		// not become a record at close.
-		h.split.set(prev)
-		h.broken = len(prev) > 0
+	h.sizes = sizes[:0]
+	if async && h.job != nil {
+		// The previous WRITE's batches go first (and its error is this
+		// write's).
+		if err := h.reap(); err != nil {
+			clear(recs[base:])
+			h.keepRecs(fixed, recs[:base])
+			return h.failed(err)
+		}
+	}
+	h.keepRecs(fixed, recs)
+	n, err := h.resolve()
+	if err != nil {
 		return 0, h.fsys.errno("write", err)
 	}
-	if last >= 0 {
-		h.broken = false // the begun line was completed
+	h.route(recs[base:], sizes, n)
+
+	// Hand the full batches (every record, without linger.ms) to the
+	// engine: in the background with linger.ms, else now.
+	job := h.newJob()
+	job.bulk = bulk
+	for _, id := range h.dirty {
+		h.take(job, id, h.parts[id], !async, n)
+	}
+	if len(job.items) > 0 {
+		if async {
+			h.job = job
+			go func() {
+				job.run()
+				close(job.done)
+			}()
+		} else {
+			job.run()
+			close(job.done)
+			h.job = job
+			if err := h.reap(); err != nil {
+				// The write failed (disk full, ...): keep the framing as
+				// it was before it, so a retry of the same bytes
+				// continues the line. If a line was begun by an earlier
+				// write, it is incomplete now and must not become a
+				// record at close.
+				h.dirty = h.dirty[:0]
+				h.broken = len(h.split.partial) > 0
+				return 0, h.fsys.errno("write", err)
+			}
+		}
+	} else {
+		h.spareJob = job
+	}
+	if bulk >= 0 {
+		h.nextBulk ^= 1
+	}
+	h.keep()
+	h.setTail(nil, data[last+1:])
+	h.broken = false // the begun line was completed
+	if h.pending() && h.timer == nil {
+		h.timer = time.AfterFunc(h.linger, h.lingerFlush)
 	}
 	return uint32(len(data)), 0
 }
 
-// add buffers recs and appends full batches. The caller holds h.mu.
-func (h *appendHandle) add(recs []record.Record) error {
-	var n int
-	if h.fixed < 0 {
-		n = len(h.topic.Partitions())
-		if n == 0 {
-			return engine.ErrUnknownPartition
-		}
+// resolve makes sure h.parts holds every partition records may go to and
+// returns the partition count of a topic-level file. The caller holds h.mu.
+func (h *appendHandle) resolve() (int, error) {
+	if h.fixed >= 0 {
+		h.fixedBatch()
+		return 0, nil
 	}
-	for i := range recs {
-		id := h.fixed
-		if id < 0 {
+	ps := h.topic.Partitions()
+	n := len(ps)
+	if n == 0 {
+		return 0, engine.ErrUnknownPartition
+	}
+	if len(h.parts) < n {
+		h.parts = append(h.parts, make([]*partBatch, n-len(h.parts))...)
+	}
+	for id := range n {
+		if h.parts[id] != nil {
+			continue
+		}
+		p := partitionLog(nil)
+		if id < len(ps) && ps[id].ID() == id {
+			p = ps[id]
+		} else {
+			q, err := h.topic.Partition(id)
+			if err != nil {
+				return 0, err
+			}
+			p = q
+		}
+		h.parts[id] = &partBatch{p: p}
+	}
+	return n, nil
+}
+
+// route adds recs (sizes are their recordSize) to their partitions'
+// pending records (Kafka's default partitioner for a topic-level file) and
+// marks where batches become full. For a partition-level file recs are
+// already the tail of its pending records. The caller holds h.mu and called
+// resolve (n is its count).
+func (h *appendHandle) route(recs []record.Record, sizes []int64, n int) {
+	if h.fixed >= 0 {
+		pb := h.parts[h.fixed]
+		h.markDirty(h.fixed, pb)
+		end := len(pb.recs) - len(recs)
+		for i, sz := range sizes {
+			if pb.bytes += sz; pb.bytes >= h.batchSize {
+				pb.cuts = append(pb.cuts, end+i+1)
+				pb.bytes = 0
+			}
+		}
+	} else {
+		for i := range recs {
+			var id int
 			if recs[i].Key != nil {
 				id = partitionForKey(recs[i].Key, n)
 			} else {
 				id = h.sticky % n
 			}
-		}
-		b := h.pending[id]
-		if b == nil {
-			p := h.fixedLog
-			if p == nil {
-				var err error
-				if p, err = h.topic.Partition(id); err != nil {
-					return err
+			pb := h.parts[id]
+			h.markDirty(id, pb)
+			pb.recs = append(pb.recs, recs[i])
+			if pb.bytes += sizes[i]; pb.bytes >= h.batchSize {
+				pb.cuts = append(pb.cuts, len(pb.recs))
+				pb.bytes = 0
+				if id == h.sticky%n {
+					h.sticky++ // keyless records move on to the next partition
 				}
 			}
-			if b = h.idle[id]; b != nil {
-				delete(h.idle, id)
-				b.p = p
-			} else {
-				b = &pendingBatch{p: p}
-			}
-			h.pending[id] = b
-		}
-		b.recs = append(b.recs, recs[i])
-		b.bytes += recordSize(&recs[i])
-		if b.bytes >= h.batchSize {
-			if err := h.appendBatch(id, b); err != nil {
-				return err
-			}
 		}
 	}
-	if h.linger == 0 {
-		return h.appendAll()
+	if h.jsonl {
+		// Parsed JSON owns its bytes.
+		for _, id := range h.dirty {
+			h.parts[id].stable = len(h.parts[id].recs)
+		}
 	}
-	if len(h.pending) > 0 && h.timer == nil {
-		h.timer = time.AfterFunc(h.linger, h.lingerFlush)
-	}
-	return nil
 }
 
-// appendBatch appends b's records to its partition. The caller holds h.mu.
-func (h *appendHandle) appendBatch(id int, b *pendingBatch) error {
-	delete(h.pending, id)
-	if h.fixed < 0 && id == h.sticky%max(len(h.topic.Partitions()), 1) {
-		h.sticky++ // keyless records move on to the next partition
+// fixedBatch returns the pending batch of a partition-level file.
+func (h *appendHandle) fixedBatch() *partBatch {
+	if len(h.parts) <= h.fixed {
+		h.parts = append(h.parts, make([]*partBatch, h.fixed+1-len(h.parts))...)
 	}
-	if h.touched == nil {
-		h.touched = map[int]partitionLog{}
+	if h.parts[h.fixed] == nil {
+		h.parts[h.fixed] = &partBatch{p: h.fixedLog}
 	}
-	h.touched[id] = b.p
-	if h.written == nil {
-		h.written = map[int]partitionLog{}
+	return h.parts[h.fixed]
+}
+
+// keepRecs stores recs back: as the pending records of a partition-level
+// file (fixed), else as the scratch.
+func (h *appendHandle) keepRecs(fixed *partBatch, recs []record.Record) {
+	if fixed != nil {
+		fixed.recs = recs
+	} else {
+		h.recs = recs[:0]
 	}
-	h.written[id] = b.p
-	_, _, err := b.p.Append(b.recs)
-	clear(b.recs) // the arena may be reused once nothing is pending
-	b.recs, b.bytes = b.recs[:0], 0
-	if cap(b.recs) <= maxIdleRecords {
-		if h.idle == nil {
-			h.idle = map[int]*pendingBatch{}
+}
+
+func (h *appendHandle) markDirty(id int, pb *partBatch) {
+	if !pb.dirty {
+		pb.dirty = true
+		h.dirty = append(h.dirty, id)
+	}
+}
+
+// take moves pb's full batches, and with all its other pending records
+// too, into job. The caller holds h.mu; n is the partition count of a
+// topic-level file.
+func (h *appendHandle) take(job *appendJob, id int, pb *partBatch, all bool, n int) {
+	pb.dirty = false
+	end := 0
+	if len(pb.cuts) > 0 {
+		end = pb.cuts[len(pb.cuts)-1]
+	}
+	if all && len(pb.recs) > end {
+		pb.cuts = append(pb.cuts, len(pb.recs))
+		end = len(pb.recs)
+		pb.bytes = 0
+		if h.fixed < 0 && n > 0 && id == h.sticky%n {
+			h.sticky++ // keyless records move on to the next partition
 		}
-		h.idle[id] = b
 	}
-	return err
+	if end == 0 {
+		return
+	}
+	var groups [][]record.Record
+	if k := len(job.free); k > 0 {
+		groups, job.free = job.free[k-1], job.free[:k-1]
+	}
+	job.items = append(job.items, jobItem{pb: pb, p: pb.p, recs: pb.recs, groups: groups})
+	it := &job.items[len(job.items)-1]
+	start := 0
+	for _, c := range pb.cuts {
+		it.groups = append(it.groups, pb.recs[start:c])
+		start = c
+	}
+	if pb.stable > 0 {
+		job.arena = true
+	}
+	rest := pb.recs[end:]
+	pb.recs = append(pb.spare[:0], rest...)
+	pb.spare = nil
+	pb.stable = max(pb.stable-end, 0)
+	pb.cuts = pb.cuts[:0]
+	pb.touched, pb.written = true, true
+}
+
+// newJob returns an empty job, reusing a finished one.
+func (h *appendHandle) newJob() *appendJob {
+	j := h.spareJob
+	h.spareJob = nil
+	if j == nil {
+		j = &appendJob{}
+	}
+	for i := range j.items {
+		j.free = append(j.free, j.items[i].groups[:0])
+		j.items[i] = jobItem{}
+	}
+	j.items = j.items[:0]
+	j.bulk, j.arena, j.err = -1, false, nil
+	j.done = make(chan struct{})
+	return j
+}
+
+// reap waits for the job in flight, recycles its buffers and returns its
+// error. The caller holds h.mu.
+func (h *appendHandle) reap() error {
+	j := h.job
+	if j == nil {
+		return nil
+	}
+	<-j.done
+	h.job = nil
+	for i := range j.items {
+		it := &j.items[i]
+		clear(it.recs) // drop references to written bytes
+		if it.pb.spare == nil && cap(it.recs) <= maxIdleRecords {
+			it.pb.spare = it.recs[:0]
+		}
+		clear(it.groups)
+	}
+	h.spareJob = j
+	return j.err
+}
+
+// keep copies the bytes of pending records that alias the current WRITE
+// (or the bulk buffer) into the arena, so they outlive Write. The caller
+// holds h.mu.
+func (h *appendHandle) keep() {
+	need := 0
+	for _, id := range h.dirty {
+		pb := h.parts[id]
+		for i := pb.stable; i < len(pb.recs); i++ {
+			need += len(pb.recs[i].Key) + len(pb.recs[i].Value)
+		}
+	}
+	if need > 0 || len(h.dirty) > 0 {
+		if h.arenaFree() {
+			h.arena = h.arena[:0]
+		}
+		if cap(h.arena)-len(h.arena) < need {
+			// Records still pending or in flight keep the old arena alive
+			// until they are appended.
+			h.arena = make([]byte, 0, max(need, min(max(2*cap(h.arena), 4<<10), arenaSize)))
+		}
+	}
+	for _, id := range h.dirty {
+		pb := h.parts[id]
+		pb.dirty = false
+		for i := pb.stable; i < len(pb.recs); i++ {
+			r := &pb.recs[i]
+			if r.Key != nil {
+				s := len(h.arena)
+				h.arena = append(h.arena, r.Key...)
+				r.Key = h.arena[s:len(h.arena):len(h.arena)]
+			}
+			if r.Value != nil {
+				s := len(h.arena)
+				h.arena = append(h.arena, r.Value...)
+				r.Value = h.arena[s:len(h.arena):len(h.arena)]
+			}
+		}
+		pb.stable = len(pb.recs)
+	}
+	h.dirty = h.dirty[:0]
+}
+
+// arenaFree reports whether no pending record and no record in flight
+// aliases the arena. The caller holds h.mu.
+func (h *appendHandle) arenaFree() bool {
+	if h.job != nil && h.job.arena {
+		return false
+	}
+	for _, pb := range h.parts {
+		if pb != nil && pb.stable > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pending reports whether records wait for linger.ms or close.
+func (h *appendHandle) pending() bool {
+	for _, pb := range h.parts {
+		if pb != nil && len(pb.recs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // arenaSize caps the geometric growth of a handle's arena (MaxWrite, the
-// largest WRITE): a steady writer of big WRITEs allocates about one arena
-// per arenaSize bytes while records are pending, none when nothing is.
-const arenaSize = 1 << 20
+// largest WRITE).
+const arenaSize = maxWrite
 
 // maxIdleRecords bounds the record slice a handle keeps for reuse.
 const maxIdleRecords = 1 << 14
 
-// appendAll appends every buffered batch. The caller holds h.mu.
+// appendAll appends every buffered batch, after the job in flight. The
+// caller holds h.mu.
 func (h *appendHandle) appendAll() error {
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
 	}
-	var first error
-	for id, b := range h.pending {
-		if err := h.appendBatch(id, b); err != nil && first == nil {
-			first = err
+	first := h.reap()
+	n := 0
+	if h.fixed < 0 && h.topic != nil {
+		n = len(h.topic.Partitions())
+	}
+	job := h.newJob()
+	for id, pb := range h.parts {
+		if pb != nil && len(pb.recs) > 0 {
+			h.take(job, id, pb, true, n)
 		}
+	}
+	job.run()
+	close(job.done)
+	h.job = job
+	if err := h.reap(); err != nil && first == nil {
+		first = err
 	}
 	return first
 }
@@ -497,7 +840,22 @@ func (h *appendHandle) flush() syscall.Errno {
 			h.logKeyless()
 			err = errKeyRequired
 		default:
-			err = h.add([]record.Record{r})
+			var n int
+			if n, err = h.resolve(); err == nil {
+				recs := []record.Record{r}
+				if h.fixed >= 0 {
+					pb := h.parts[h.fixed]
+					pb.recs = append(pb.recs, r)
+					recs = pb.recs[len(pb.recs)-1:]
+				}
+				h.route(recs, []int64{recordSize(&r)}, n)
+				for _, id := range h.dirty {
+					pb := h.parts[id]
+					pb.dirty = false
+					pb.stable = len(pb.recs) // parse copied the line
+				}
+				h.dirty = h.dirty[:0]
+			}
 		}
 	}
 	if aerr := h.appendAll(); err == nil {
@@ -518,12 +876,15 @@ const notifyWait = 200 * time.Millisecond
 // handle appended to have been told of their growth. The caller holds h.mu.
 func (h *appendHandle) awaitNotified() {
 	var chans []chan struct{}
-	for _, p := range h.written {
-		if ch := h.fsys.notified(p); ch != nil {
+	for _, pb := range h.parts {
+		if pb == nil || !pb.written {
+			continue
+		}
+		pb.written = false
+		if ch := h.fsys.notified(pb.p); ch != nil {
 			chans = append(chans, ch)
 		}
 	}
-	h.written = nil
 	if len(chans) == 0 {
 		return
 	}
@@ -546,8 +907,11 @@ func (h *appendHandle) fsync() syscall.Errno {
 	if serr := h.takeErr(); err == nil {
 		err = serr
 	}
-	for _, p := range h.touched {
-		if ferr := p.Flush(); err == nil {
+	for _, pb := range h.parts {
+		if pb == nil || !pb.touched {
+			continue
+		}
+		if ferr := pb.p.Flush(); err == nil {
 			err = ferr
 		}
 	}

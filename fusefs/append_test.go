@@ -31,7 +31,6 @@ func newTestHandle(p partitionLog, maxMessage int64) *appendHandle {
 	return &appendHandle{
 		fsys: newFsys(nil, Options{}), fixed: 0, fixedLog: p,
 		maxMessage: maxMessage, checkSize: true, batchSize: 1 << 20,
-		pending: map[int]*pendingBatch{},
 	}
 }
 

@@ -45,6 +45,10 @@ func NewRoot(d *engine.LogDir, opts Options) fs.InodeEmbedder {
 // that a view's growth shows within a second even without a notification.
 const attrTimeout = time.Second
 
+// maxWrite is the largest WRITE request the mount accepts: the kernel's
+// cap (/proc/sys/fs/fuse/max_pages_limit, 256 pages by default).
+const maxWrite = 1 << 20
+
 // Mount mounts the tree over d at mountpoint and serves it in the
 // background. The caller unmounts with (*fuse.Server).Unmount and then waits
 // with Wait.
@@ -58,7 +62,7 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, err
 		Name:        "topicfs",
 		// 1 MiB writes: dd bs=1M and cat > append cross the kernel in 8x
 		// fewer requests (go-fuse-notes §3).
-		MaxWrite: 1 << 20,
+		MaxWrite: maxWrite,
 		// tail -f readers of many partitions each hold a request slot.
 		MaxBackground: 64,
 		// Views use direct I/O (see viewNode.Open); let them be mmapped.
