@@ -57,7 +57,7 @@ func BenchmarkParseLine(b *testing.B) {
 
 // BenchmarkViewReadBigBatches reads a plain view of 100-byte records
 // appended 1000 at a time (the mount-read row of topicfs bench) in 128
-// KiB reads.
+// KiB reads and in 1 MiB reads (a view's st_blksize, what cat uses).
 func BenchmarkViewReadBigBatches(b *testing.B) {
 	cfg := engine.DefaultConfig()
 	cfg.SegmentBytes = 16 << 20
@@ -81,20 +81,25 @@ func BenchmarkViewReadBigBatches(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.release()
-	b.SetBytes(st.size())
-	buf := make([]byte, 128<<10)
-	for b.Loop() {
-		var c cursor
-		for off := int64(0); ; {
-			n, err := st.read(context.Background(), &c, buf, off)
-			if err != nil {
-				b.Fatal(err)
+	for _, size := range []int{128 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("read=%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(st.size())
+			buf := make([]byte, size)
+			for b.Loop() {
+				var c cursor
+				for off := int64(0); ; {
+					n, err := st.read(context.Background(), &c, buf, off)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n == 0 {
+						break
+					}
+					off += int64(n)
+				}
+				c.rd.free()
 			}
-			if n == 0 {
-				break
-			}
-			off += int64(n)
-		}
+		})
 	}
 }
 

@@ -27,6 +27,86 @@ func (f viewFormat) appendRecord(dst []byte, r *record.Record) []byte {
 	return appendPlainRecord(dst, r, f)
 }
 
+// renderedLen is the exact length of f.appendRecord(nil, r) for a plain
+// format, computed without rendering; ok is false for JSON.
+func (f viewFormat) renderedLen(r *record.Record) (n int, ok bool) {
+	if f.json {
+		return 0, false
+	}
+	if f.printKey {
+		if r.Key == nil {
+			n += len(f.nullMarker)
+		} else {
+			n += len(r.Key)
+		}
+		n += len(f.separator)
+	}
+	if r.Value == nil {
+		n += len(f.nullMarker)
+	} else {
+		n += len(r.Value)
+	}
+	return n + 1, true
+}
+
+// JSON rendering bounds: the fixed part of a record (field names, two
+// 20-character integers, braces, '\n', the base64 markers) and of a header
+// in the array form stay below these; a string byte renders as at most 6
+// bytes (\u00XX), base64 as 4/3.
+const (
+	jsonRecordOverhead = 192
+	jsonHeaderOverhead = 96
+	jsonByteMax        = 6
+)
+
+// recordBound is an upper bound of len(f.appendRecord(nil, r)): exact for
+// plain formats. Rendering straight into a caller's buffer is safe (no
+// reallocation) when the bound fits in its spare capacity.
+func (f viewFormat) recordBound(r *record.Record) int {
+	if n, ok := f.renderedLen(r); ok {
+		return n
+	}
+	n := jsonRecordOverhead + jsonByteMax*(len(r.Key)+len(r.Value))
+	for i := range r.Headers {
+		n += jsonHeaderOverhead + jsonByteMax*(len(r.Headers[i].Key)+len(r.Headers[i].Value))
+	}
+	return n
+}
+
+// putPlain renders recs in a plain format f into dst[n:], stopping before
+// the first record that does not fit entirely. It returns the new n and
+// the number of records rendered. It is the sequential read's hot loop:
+// one copy per value, no per-record calls.
+func (f viewFormat) putPlain(dst []byte, n int, recs []record.Record) (int, int) {
+	if !f.printKey {
+		for i := range recs {
+			v := recs[i].Value
+			if v == nil {
+				if len(f.nullMarker) >= len(dst)-n {
+					return n, i
+				}
+				n += copy(dst[n:], f.nullMarker)
+			} else {
+				if len(v) >= len(dst)-n {
+					return n, i
+				}
+				n += copy(dst[n:], v)
+			}
+			dst[n] = '\n'
+			n++
+		}
+		return n, len(recs)
+	}
+	for i := range recs {
+		k, _ := f.renderedLen(&recs[i])
+		if k > len(dst)-n {
+			return n, i
+		}
+		n += len(appendPlainRecord(dst[n:n:len(dst)], &recs[i], f))
+	}
+	return n, len(recs)
+}
+
 // appendPlainRecord renders r as a plain line: value, or key separator value
 // with print.key; a null key or value prints null.marker.
 func appendPlainRecord(dst []byte, r *record.Record, f viewFormat) []byte {

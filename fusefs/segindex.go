@@ -3,6 +3,7 @@ package fusefs
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -20,6 +21,7 @@ type segmentReader interface {
 	NextOffset() int64
 	Size() int64
 	ReadBatch(pos int64, buf []byte) (record.Batch, error)
+	ReadAt(p []byte, off int64) (int, error)
 	FindOffset(target int64) (int64, error)
 	AbortedTxns() []index.AbortedTxn
 	Retain()
@@ -82,19 +84,22 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 	if x.mu.cps == nil {
 		x.mu.cps = []checkpoint{{0, 0}}
 	}
+	if x.mu.scanned >= limit || x.mu.bad != nil {
+		return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
+	}
 	var (
-		buf []byte
-		out []byte
-		sc  renderScratch
+		rd logChunk
+		sc renderScratch
 	)
+	defer rd.free()
 	for x.mu.scanned < limit && x.mu.bad == nil {
 		if err := ctx.Err(); err != nil {
 			return x.mu.scanned, x.mu.rlen, nil, err
 		}
-		b, err := x.key.seg.ReadBatch(x.mu.scanned, buf)
+		var rlen int64
+		b, err := rd.batch(x.key.seg, x.mu.scanned, limit)
 		if err == nil {
-			buf = b.Raw[:cap(b.Raw)]
-			out, err = renderBatch(out[:0], &b, x.key.format, ab, &sc)
+			rlen, err = measureBatchRange(&b, x.key.format, math.MaxInt64, ab, &sc)
 		}
 		if err != nil {
 			log(x.key.seg, x.mu.scanned, err)
@@ -106,7 +111,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 			x.mu.cps = append(x.mu.cps, checkpoint{x.mu.rlen, x.mu.scanned})
 		}
 		x.mu.scanned += int64(b.Size())
-		x.mu.rlen += int64(len(out))
+		x.mu.rlen += rlen
 	}
 	return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
 }
@@ -150,41 +155,186 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		cp = cps[i-1]
 	}
 	var (
-		buf []byte
-		out []byte
-		sc  renderScratch
+		rd logChunk
+		sc renderScratch
 	)
+	defer rd.free()
 	r := cp.rpos
 	for pos := cp.fpos; pos <= fpos && pos < scanned; {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		b, err := seg.ReadBatch(pos, buf)
+		b, err := rd.batch(seg, pos, scanned)
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
-		buf = b.Raw[:cap(b.Raw)]
 		hi := int64(math.MaxInt64)
 		if pos == fpos {
 			hi = from // only the records of from's batch that come before it
 		}
-		out, err = renderBatchRange(out[:0], &b, x.key.format, hi, ab, &sc)
+		n, err := measureBatchRange(&b, x.key.format, hi, ab, &sc)
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
-		r += int64(len(out))
+		r += n
 		pos += int64(b.Size())
 	}
 	return r, nil
 }
 
 // renderScratch is what rendering reuses from batch to batch: decoded
-// records and the decompression buffer they alias.
+// records and the decompression buffer they alias, and the rendering of a
+// record that is measured by rendering it (JSON).
 type renderScratch struct {
 	recs []record.Record
 	dec  []byte
+	out  []byte
+}
+
+// measureBatchRange returns the rendered length of the shown records of b
+// with offsets below hi: renderBatchRange's output length. Plain formats
+// add up record lengths without rendering; JSON renders each record once
+// into sc.out.
+func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
+	if b.IsControl() {
+		return 0, nil
+	}
+	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
+	sc.recs, sc.dec = recs[:0], dec
+	if err != nil {
+		return 0, err
+	}
+	txn := b.IsTransactional() && !ab.empty()
+	var n int64
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset >= hi {
+			break
+		}
+		if txn && ab.aborted(b.ProducerID, r.Offset) {
+			continue
+		}
+		if k, ok := f.renderedLen(r); ok {
+			n += int64(k)
+			continue
+		}
+		sc.out = f.appendRecord(sc.out[:0], r)
+		n += int64(len(sc.out))
+	}
+	return n, nil
+}
+
+// Chunked reads of a segment: logChunk starts with chunkMin bytes after a
+// jump and doubles each sequential refill up to chunkMax, so a seek reads
+// little more than it renders while a sequential reader pays one pread per
+// chunkMax bytes (not two per batch, as ReadBatch does).
+const (
+	chunkMin = 64 << 10
+	chunkMax = 256 << 10
+)
+
+// chunkPool recycles chunkMax buffers between readers: a view handle gives
+// its chunk back when it reaches the end of the view, so idle handles (tail
+// -f) hold none.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
+
+// logChunk reads the batches of one segment through a buffer holding the
+// file bytes [start, start+len(buf)). The batches it returns alias the
+// buffer until the next call.
+type logChunk struct {
+	seg   segmentReader
+	start int64
+	buf   []byte
+	pool  *[]byte // buf's pooled backing array, if any
+	next  int     // size of the next refill
+}
+
+// batch returns the verified batch at file position pos of seg, whose
+// bytes below limit are committed. Any doubt (a header or CRC that does not
+// check out, a short read) is settled by seg.ReadBatch, so errors, their
+// logging and their wording are the engine's own.
+func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
+	if seg != r.seg {
+		r.seg, r.start, r.buf = seg, 0, r.buf[:0]
+	}
+	if pos < r.start || pos+record.LogOverhead > r.start+int64(len(r.buf)) {
+		if !r.fill(pos, record.LogOverhead, limit) {
+			return r.slow(pos)
+		}
+	}
+	i := pos - r.start
+	size := int64(int32(binary.BigEndian.Uint32(r.buf[i+8:])))
+	total := record.LogOverhead + size
+	if size < 0 || total > limit-pos {
+		return r.slow(pos)
+	}
+	if pos+total > r.start+int64(len(r.buf)) {
+		if !r.fill(pos, total, limit) {
+			return r.slow(pos)
+		}
+		i = 0
+	}
+	b, err := record.Parse(r.buf[i : i+total : i+total])
+	if err == nil {
+		err = b.Verify()
+	}
+	if err != nil {
+		return r.slow(pos)
+	}
+	return b, nil
+}
+
+// slow reads the batch at pos with ReadBatch (its own buffer).
+func (r *logChunk) slow(pos int64) (record.Batch, error) {
+	return r.seg.ReadBatch(pos, nil)
+}
+
+// fill reads at least need bytes at pos (below limit) into the buffer.
+func (r *logChunk) fill(pos, need, limit int64) bool {
+	if need > limit-pos {
+		return false
+	}
+	sequential := len(r.buf) > 0 && pos == r.start+int64(len(r.buf)) || pos > r.start && pos < r.start+int64(len(r.buf))
+	switch {
+	case r.next == 0 || !sequential:
+		r.next = chunkMin
+	case r.next < chunkMax:
+		r.next *= 2
+	}
+	n := min(max(int64(r.next), need), limit-pos)
+	switch {
+	case n <= chunkMax && r.pool == nil:
+		r.pool = chunkPool.Get().(*[]byte)
+		r.buf = (*r.pool)[:0]
+	case int64(cap(r.buf)) < n:
+		r.release()
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	k, _ := r.seg.ReadAt(r.buf, pos)
+	if int64(k) < need {
+		r.start, r.buf = 0, r.buf[:0]
+		return false
+	}
+	r.start, r.buf = pos, r.buf[:k]
+	return true
+}
+
+// release gives a pooled buffer back (the chunk forgets its bytes).
+func (r *logChunk) release() {
+	if r.pool != nil {
+		chunkPool.Put(r.pool)
+		r.pool = nil
+	}
+	r.start, r.buf = 0, nil
+}
+
+// free releases the buffer and forgets the segment.
+func (r *logChunk) free() {
+	r.release()
+	r.seg, r.next = nil, 0
 }
 
 // renderBatch appends the rendering of the shown records of b: none for a

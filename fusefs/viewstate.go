@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
 )
 
 // heldSeg is one segment a view state holds (retained) and the part of its
@@ -226,21 +227,38 @@ func (st *viewState) abSet() *abortedSet {
 	return st.mu.ab
 }
 
-// cursor is a handle's read position: buf is the rendering of the batch
-// before file position fpos of held segment seg, and buf[0] is at view
-// position rpos (which may lie before the segment's first shown byte, lo).
-// Sequential reads continue from it without an index lookup.
+// cursor is a handle's read position: a stream of rendered bytes that
+// continues at view position next. The stream is pend (rendered, not yet
+// delivered), then the records recs[ri:] of the current batch, then the
+// batches from file position fpos of held segment seg. Sequential reads
+// continue from it without an index lookup; records are rendered straight
+// into the reader's buffer whenever they fit.
 type cursor struct {
 	valid bool
 	seg   int
 	h     heldSeg
 	lo    int64 // view position of the segment's first shown byte
+	next  int64 // view position of the stream's next byte
+	pend  []byte
+	buf   []byte // pend's backing array
+	recs  []record.Record
+	ri    int
+	txn   bool // the current batch is transactional and aborts are known
+	pid   int64
+	ab    *abortedSet
 	fpos  int64
-	rpos  int64
-	buf   []byte
+	rd    logChunk
 	sc    renderScratch
-	raw   []byte
 	err   error // from a failed seek, returned by read
+}
+
+// idle gives the cursor's pooled log buffer back when no decoded record
+// still aliases it (at the end of the view, say); the cursor stays where
+// it is.
+func (c *cursor) idle() {
+	if c.ri >= len(c.recs) {
+		c.rd.free()
+	}
 }
 
 // read fills dest from view position off. It returns fewer bytes at the
@@ -248,11 +266,79 @@ type cursor struct {
 // has, when ctx is cancelled.
 func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64) (int, error) {
 	n := 0
+	f := st.format
 	for n < len(dest) {
 		pos := off + int64(n)
-		end := c.rpos + int64(len(c.buf))
-		if c.valid && pos >= c.rpos && pos >= c.lo && pos < end {
-			n += copy(dest[n:], c.buf[pos-c.rpos:])
+		if !c.valid || pos < c.next || pos < c.lo || pos-c.next > 2*checkpointInterval {
+			if !st.seek(ctx, c, pos) {
+				break
+			}
+			continue
+		}
+		if len(c.pend) > 0 {
+			if pos > c.next { // skipping to pos
+				k := min(int64(len(c.pend)), pos-c.next)
+				c.pend = c.pend[k:]
+				c.next += k
+				continue
+			}
+			k := copy(dest[n:], c.pend)
+			c.pend = c.pend[k:]
+			c.next += int64(k)
+			n += k
+			continue
+		}
+		if c.ri < len(c.recs) {
+			if pos > c.next {
+				// Skip whole records without rendering where their length
+				// is known; render the one holding pos into pend.
+				r := &c.recs[c.ri]
+				c.ri++
+				if c.txn && c.ab.aborted(c.pid, r.Offset) {
+					continue
+				}
+				if k, ok := f.renderedLen(r); ok && c.next+int64(k) <= pos {
+					c.next += int64(k)
+					continue
+				}
+				c.buf = f.appendRecord(c.buf[:0], r)
+				c.pend = c.buf
+				continue
+			}
+			// Render records in place while they surely fit; the first
+			// that may not goes to pend.
+			if !f.json && !c.txn {
+				k, m := f.putPlain(dest, n, c.recs[c.ri:])
+				c.next += int64(k - n)
+				n = k
+				c.ri += m
+				if c.ri < len(c.recs) && n < len(dest) {
+					c.buf = f.appendRecord(c.buf[:0], &c.recs[c.ri])
+					c.pend = c.buf
+					c.ri++
+				}
+				continue
+			}
+			for c.ri < len(c.recs) {
+				r := &c.recs[c.ri]
+				if c.txn && c.ab.aborted(c.pid, r.Offset) {
+					c.ri++
+					continue
+				}
+				if f.recordBound(r) > len(dest)-n {
+					if n == len(dest) {
+						break
+					}
+					c.ri++
+					c.buf = f.appendRecord(c.buf[:0], r)
+					c.pend = c.buf
+					break
+				}
+				c.ri++
+				k := len(f.appendRecord(dest[n:n:len(dest)], r))
+				n += k
+				c.next += int64(k)
+			}
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -261,13 +347,7 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			}
 			return 0, err
 		}
-		if !c.valid || pos < end || pos < c.lo || pos-end > 2*checkpointInterval {
-			if !st.seek(ctx, c, pos) {
-				break
-			}
-			continue
-		}
-		// Render forward from the cursor.
+		// The next batch.
 		if c.fpos >= c.h.limit {
 			if c.h.bad != nil {
 				// A sequential reader reached corruption: it fails here
@@ -298,17 +378,22 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 				break
 			}
 		}
-		b, err := c.h.key.seg.ReadBatch(c.fpos, c.raw)
+		b, err := c.rd.batch(c.h.key.seg, c.fpos, c.h.limit)
 		if err != nil {
 			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
 			return n, err
 		}
-		c.raw = b.Raw[:cap(b.Raw)]
-		c.rpos = end
-		c.buf, err = renderBatch(c.buf[:0], &b, st.format, st.abSet(), &c.sc)
-		if err != nil {
-			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
-			return n, err
+		c.recs, c.ri = c.recs[:0], 0
+		if !b.IsControl() {
+			recs, dec, err := b.RecordsInto(c.sc.recs[:0], c.sc.dec)
+			c.sc.recs, c.sc.dec = recs[:0], dec
+			if err != nil {
+				st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+				return n, err
+			}
+			c.recs = recs
+			c.ab = st.abSet()
+			c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
 		}
 		c.fpos += int64(b.Size())
 	}
@@ -337,7 +422,8 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 		return false
 	}
 	cp := x.locate(pos - h.rstart + h.skip)
-	*c = cursor{valid: true, seg: i, h: h, lo: h.rstart, fpos: cp.fpos, rpos: h.rstart - h.skip + cp.rpos,
-		buf: c.buf[:0], sc: c.sc, raw: c.raw}
+	c.valid, c.seg, c.h, c.lo = true, i, h, h.rstart
+	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
+	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	return true
 }
