@@ -82,10 +82,15 @@ func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []b
 		// Decode in place: no 88-byte Record copied per record.
 		dst = dst[:start+i+1]
 		r := &dst[start+i]
-		n, err := decodeRecordInto(r, data[p:], false)
-		if err != nil {
-			clear(dst[start:])
-			return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+		n := decodeSimple(r, data[p:])
+		if n > 0 {
+			r.Headers = nil
+		} else {
+			var err error
+			if n, err = decodeRecordInto(r, data[p:], false); err != nil {
+				clear(dst[start:])
+				return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+			}
 		}
 		p += n
 		r.Offset += b.BaseOffset
@@ -188,9 +193,14 @@ func (b *Batch) EachRecord(scratch []byte, fn func(*Record) error) ([]byte, erro
 		p      = 0
 	)
 	for i := range count {
-		n, err := decodeRecordInto(&r, data[p:], true)
-		if err != nil {
-			return scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+		n := decodeSimple(&r, data[p:])
+		if n > 0 {
+			r.Headers = r.Headers[:0]
+		} else {
+			var err error
+			if n, err = decodeRecordInto(&r, data[p:], true); err != nil {
+				return scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+			}
 		}
 		p += n
 		r.Offset += b.BaseOffset
@@ -332,6 +342,64 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 		return 0, fmt.Errorf("record length %d but fields end at %d", length, p-(end-int(length)))
 	}
 	return end, nil
+}
+
+// decodeSimple decodes the common record at the start of data: every
+// varint of one or two bytes, no headers. It sets Offset and Timestamp (raw
+// deltas), Key and Value, leaves Headers alone, and returns the bytes
+// consumed, or 0 when the record is anything else (or malformed): then
+// decodeRecordInto decodes it or explains what is wrong. It returns a plain
+// int so the per-record call stays cheap.
+func decodeSimple(r *Record, data []byte) int {
+	length, p, ok := varint12(data, 0)
+	if !ok || length < minRecordSize-1 || int(length) > len(data)-p {
+		return 0
+	}
+	end := p + int(length)
+	rb := data[:end]
+	if rb[end-1] != 0 { // headersCount 0 is the last byte
+		return 0
+	}
+	p++ // attributes
+	tsDelta, p, ok := varlong12(rb, p)
+	if !ok {
+		return 0
+	}
+	offDelta, p, ok := varint12(rb, p)
+	if !ok {
+		return 0
+	}
+	kl, p, ok := varint12(rb, p)
+	if !ok {
+		return 0
+	}
+	var key []byte
+	if kl >= 0 {
+		if int(kl) > end-p {
+			return 0
+		}
+		q := p + int(kl)
+		key = rb[p:q:q]
+		p = q
+	}
+	vl, p, ok := varint12(rb, p)
+	if !ok {
+		return 0
+	}
+	var value []byte
+	if vl >= 0 {
+		if int(vl) > end-p {
+			return 0
+		}
+		q := p + int(vl)
+		value = rb[p:q:q]
+		p = q
+	}
+	if p != end-1 {
+		return 0
+	}
+	r.Offset, r.Timestamp, r.Key, r.Value = int64(offDelta), tsDelta, key, value
+	return end
 }
 
 // decodeHeaders decodes hc headers of the record rb at position p into
