@@ -418,6 +418,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	}
 	base := len(recs)
 	sizes := h.sizes[:0]
+	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
 	for rest := lines; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
 		l := rest[:i:i]
@@ -426,6 +427,17 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			h.join = append(append(h.join[:0], partial...), l...)
 			l = h.join[:len(h.join):len(h.join)]
 			partial = nil
+		}
+		if valueOnly {
+			// The whole line is the value (recordSize inlined).
+			body := 5 + varintLen(int64(len(l))) + len(l)
+			size := int64(record.HeaderSize + varintLen(int64(body)) + body)
+			if (h.checkSize && size > h.maxMessage) || keyRequired {
+				return h.refuse(fixed, recs, base, record.Record{Value: l}, size, keyRequired)
+			}
+			recs = append(recs, record.Record{Timestamp: -1, Value: l})
+			sizes = append(sizes, size)
+			continue
 		}
 		var (
 			r   record.Record
@@ -514,6 +526,21 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		h.timer = time.AfterFunc(h.linger, h.lingerFlush)
 	}
 	return uint32(len(data)), 0
+}
+
+// refuse undoes a write's parsed records (recs[base:]) after r, of the
+// given size, failed validation, and returns the errno.
+func (h *appendHandle) refuse(fixed *partBatch, recs []record.Record, base int, r record.Record, size int64, keyRequired bool) (uint32, syscall.Errno) {
+	clear(recs[base:])
+	h.keepRecs(fixed, recs[:base])
+	if h.checkSize && size > h.maxMessage {
+		return 0, syscall.EMSGSIZE
+	}
+	if keyRequired && r.Key == nil {
+		h.logKeyless()
+		return 0, h.fsys.errno("write", errKeyRequired)
+	}
+	return 0, 0
 }
 
 // resolve makes sure h.parts holds every partition records may go to and

@@ -1,8 +1,12 @@
 package fusefs
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,4 +95,130 @@ func TestRecordSizeMatchesEncoder(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(len(b)), recordSize(&r))
 	}
+}
+
+// groupLog is a partition with AppendEach: it records every call's groups
+// (one batch each) and fails them on demand.
+type groupLog struct {
+	partitionLog // only Append and AppendEach are used
+	mu           sync.Mutex
+	fail         error
+	calls        [][][]string
+}
+
+func (g *groupLog) Append(recs []record.Record) (int64, int64, error) {
+	return g.AppendEach([][]record.Record{recs})
+}
+
+func (g *groupLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fail != nil {
+		return 0, 0, g.fail
+	}
+	var call [][]string
+	n := 0
+	for _, recs := range groups {
+		var batch []string
+		for _, r := range recs {
+			batch = append(batch, string(r.Value))
+		}
+		call = append(call, batch)
+		n += len(recs)
+	}
+	g.calls = append(g.calls, call)
+	return 0, int64(n) - 1, nil
+}
+
+func (g *groupLog) setFail(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fail = err
+}
+
+func (g *groupLog) values() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, call := range g.calls {
+		for _, batch := range call {
+			out = append(out, batch...)
+		}
+	}
+	return out
+}
+
+// TestAppendHandleOneEngineCallPerWrite: the full batches of one WRITE
+// reach the partition in one AppendEach call, each batch ending at the
+// record that reaches batch.size; what is left waits for linger.ms or
+// close, or (linger.ms 0) goes in the same call.
+func TestAppendHandleOneEngineCallPerWrite(t *testing.T) {
+	line := func(i int) string { return fmt.Sprintf("%03d-%s", i, strings.Repeat("v", 16)) } // 20 bytes
+	size := recordSize(&record.Record{Value: []byte(line(0))})
+	for _, tc := range []struct {
+		name   string
+		linger time.Duration
+		want   [][]int // per call, the batch sizes
+	}{
+		{"linger", time.Hour, [][]int{{4, 4}, {4, 4}, {3}}},
+		{"no linger", 0, [][]int{{4, 4, 2}, {4, 4, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &groupLog{}
+			h := newTestHandle(g, 1000)
+			h.batchSize, h.linger = 4*size-1, tc.linger // full at the 4th record
+			var want []string
+			write := func(from, to int) {
+				var b strings.Builder
+				for i := from; i < to; i++ {
+					b.WriteString(line(i) + "\n")
+					want = append(want, line(i))
+				}
+				n, errno := h.write([]byte(b.String()))
+				require.Zero(t, errno)
+				require.Equal(t, uint32(b.Len()), n)
+			}
+			write(0, 10)
+			write(10, 19)
+			require.Zero(t, h.flush())
+			var got [][]int
+			for _, call := range g.calls {
+				var sizes []int
+				for _, batch := range call {
+					sizes = append(sizes, len(batch))
+				}
+				got = append(got, sizes)
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, want, g.values(), "every record once, in order")
+		})
+	}
+}
+
+// TestAppendHandleBackgroundError: with linger.ms the full batches of a
+// WRITE are appended after it returns; their failure is the next write's
+// errno, and nothing of that write is applied.
+func TestAppendHandleBackgroundError(t *testing.T) {
+	g := &groupLog{}
+	h := newTestHandle(g, 1000)
+	h.batchSize, h.linger = 1, time.Hour // every record is a full batch
+	g.setFail(syscall.ENOSPC)
+	n, errno := h.write([]byte("lost-1\nlost-2\n"))
+	require.Zero(t, errno, "validated lines are accepted; the append runs in the background")
+	require.Equal(t, uint32(14), n)
+	_, errno = h.write([]byte("refused\n"))
+	assert.Equal(t, syscall.ENOSPC, errno, "the background failure is the next call's")
+	g.setFail(nil)
+	_, errno = h.write([]byte("kept\npart"))
+	require.Zero(t, errno)
+	require.Zero(t, h.flush())
+	assert.Equal(t, []string{"kept", "part"}, g.values())
+
+	// At close the failure of the last background append is close's.
+	g.setFail(syscall.ENOSPC)
+	_, errno = h.write([]byte("x\n"))
+	require.Zero(t, errno)
+	assert.Equal(t, syscall.ENOSPC, h.flush())
+	g.setFail(nil)
+	assert.Zero(t, h.flush(), "reported once")
 }
