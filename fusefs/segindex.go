@@ -88,7 +88,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
 	}
 	var (
-		rd logChunk
+		rd = logChunk{prefetch: true}
 		sc renderScratch
 	)
 	defer rd.free()
@@ -226,114 +226,183 @@ func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 	return n, nil
 }
 
-// Chunked reads of a segment: logChunk starts with chunkMin bytes after a
-// jump and doubles each sequential refill up to chunkMax, so a seek reads
-// little more than it renders while a sequential reader pays one pread per
-// chunkMax bytes (not two per batch, as ReadBatch does).
+// Chunked reads of a segment: a logChunk loads chunkMin bytes after a jump
+// and doubles each sequential load up to chunkMax, so a seek reads little
+// more than it renders while a sequential reader pays one pread per chunkMax
+// bytes (not two per batch, as ReadBatch does).
 const (
 	chunkMin = 64 << 10
-	chunkMax = 256 << 10
+	chunkMax = 1 << 20
 )
 
 // chunkPool recycles chunkMax buffers between readers: a view handle gives
-// its chunk back when it reaches the end of the view, so idle handles (tail
-// -f) hold none.
+// its chunks back when it reaches the end of the view, so idle handles
+// (tail -f) hold none.
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
 
-// logChunk reads the batches of one segment through a buffer holding the
-// file bytes [start, start+len(buf)). The batches it returns alias the
-// buffer until the next call.
-type logChunk struct {
-	seg   segmentReader
+// chunk is file bytes of a segment from start; buf[:ok] are whole batches,
+// each verified (CRC and structure) when the chunk was loaded.
+type chunk struct {
 	start int64
 	buf   []byte
+	ok    int
 	pool  *[]byte // buf's pooled backing array, if any
-	next  int     // size of the next refill
+}
+
+func (c *chunk) holds(pos int64) bool { return pos >= c.start && pos < c.start+int64(c.ok) }
+
+// ensure makes buf n bytes long, from the pool when n <= chunkMax.
+func (c *chunk) ensure(n int) {
+	switch {
+	case n <= chunkMax && c.pool == nil:
+		c.pool = chunkPool.Get().(*[]byte)
+		c.buf = *c.pool
+	case cap(c.buf) < n:
+		c.release()
+		c.buf = make([]byte, n)
+	}
+	c.buf = c.buf[:n]
+}
+
+// release gives a pooled buffer back; the chunk then holds nothing.
+func (c *chunk) release() {
+	if c.pool != nil {
+		chunkPool.Put(c.pool)
+	}
+	*c = chunk{}
+}
+
+// load reads up to size bytes of seg at pos (below limit) and verifies the
+// whole batches in them. A first batch larger than size is read alone.
+// Whatever does not check out ends the verified part (ok); the caller asks
+// ReadBatch about it.
+func (c *chunk) load(seg segmentReader, pos, limit int64, size int) {
+	n := int(min(int64(size), limit-pos))
+	c.ensure(n)
+	k, _ := seg.ReadAt(c.buf, pos)
+	c.start, c.buf, c.ok = pos, c.buf[:max(k, 0)], 0
+	if k >= record.LogOverhead {
+		total := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(c.buf[8:])))
+		if total > int64(k) && total <= limit-pos && total > record.LogOverhead {
+			c.ensure(int(total))
+			if k, _ = seg.ReadAt(c.buf, pos); int64(k) != total {
+				c.buf = c.buf[:0]
+				return
+			}
+		}
+	}
+	p, end := 0, len(c.buf)
+	for p+record.LogOverhead <= end {
+		total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(c.buf[p+8:])))
+		if total <= record.LogOverhead || total > end-p {
+			break
+		}
+		b, err := record.Parse(c.buf[p : p+total : p+total])
+		if err == nil {
+			err = b.Verify()
+		}
+		if err != nil {
+			break
+		}
+		p += total
+	}
+	c.ok = p
+}
+
+// chunkLoad is a chunk loading in the background.
+type chunkLoad struct {
+	c    chunk
+	done chan struct{}
+}
+
+// logChunk reads the batches of one segment through chunks. With prefetch
+// set, once reads are sequential a goroutine loads (reads and verifies) the
+// next chunk while the caller renders the current one. The batches it
+// returns alias the current chunk until the next call; free must be called
+// before the segment is released.
+type logChunk struct {
+	prefetch bool
+
+	seg   segmentReader
+	cur   chunk
+	spare chunk
+	ahead *chunkLoad
+	next  int // size of the next load
 }
 
 // batch returns the verified batch at file position pos of seg, whose
-// bytes below limit are committed. Any doubt (a header or CRC that does not
-// check out, a short read) is settled by seg.ReadBatch, so errors, their
-// logging and their wording are the engine's own.
+// bytes below limit are committed. Anything that does not check out (a
+// header or CRC, a short read) is settled by seg.ReadBatch, so errors,
+// their logging and their wording are the engine's own.
 func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
 	if seg != r.seg {
-		r.seg, r.start, r.buf = seg, 0, r.buf[:0]
+		r.free()
+		r.seg = seg
 	}
-	if pos < r.start || pos+record.LogOverhead > r.start+int64(len(r.buf)) {
-		if !r.fill(pos, record.LogOverhead, limit) {
-			return r.slow(pos)
+	if !r.cur.holds(pos) {
+		sequential := r.cur.ok > 0 && pos == r.cur.start+int64(r.cur.ok)
+		if a := r.takeAhead(); a != nil {
+			if a.c.holds(pos) {
+				r.spare, r.cur = r.cur, a.c
+			} else {
+				r.spare = a.c
+			}
+		}
+		if !r.cur.holds(pos) {
+			switch {
+			case r.next == 0 || !sequential:
+				r.next = chunkMin
+			case r.next < chunkMax:
+				r.next *= 2
+			}
+			r.cur.load(seg, pos, limit, r.next)
+			if !r.cur.holds(pos) {
+				return seg.ReadBatch(pos, nil)
+			}
+		}
+		if end := r.cur.start + int64(r.cur.ok); r.prefetch && r.next >= chunkMax && end < limit {
+			r.startAhead(end, limit)
 		}
 	}
-	i := pos - r.start
-	size := int64(int32(binary.BigEndian.Uint32(r.buf[i+8:])))
-	total := record.LogOverhead + size
-	if size < 0 || total > limit-pos {
-		return r.slow(pos)
-	}
-	if pos+total > r.start+int64(len(r.buf)) {
-		if !r.fill(pos, total, limit) {
-			return r.slow(pos)
-		}
-		i = 0
-	}
-	b, err := record.Parse(r.buf[i : i+total : i+total])
-	if err == nil {
-		err = b.Verify()
-	}
+	i := int(pos - r.cur.start)
+	total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(r.cur.buf[i+8:])))
+	b, err := record.Parse(r.cur.buf[i : i+total : i+total])
 	if err != nil {
-		return r.slow(pos)
+		return seg.ReadBatch(pos, nil)
 	}
 	return b, nil
 }
 
-// slow reads the batch at pos with ReadBatch (its own buffer).
-func (r *logChunk) slow(pos int64) (record.Batch, error) {
-	return r.seg.ReadBatch(pos, nil)
+// startAhead loads the chunk at pos in the background.
+func (r *logChunk) startAhead(pos, limit int64) {
+	a := &chunkLoad{c: r.spare, done: make(chan struct{})}
+	r.spare = chunk{}
+	r.ahead = a
+	seg, size := r.seg, r.next
+	go func() {
+		defer close(a.done)
+		a.c.load(seg, pos, limit, size)
+	}()
 }
 
-// fill reads at least need bytes at pos (below limit) into the buffer.
-func (r *logChunk) fill(pos, need, limit int64) bool {
-	if need > limit-pos {
-		return false
+// takeAhead waits for the background load, if any, and returns it.
+func (r *logChunk) takeAhead() *chunkLoad {
+	a := r.ahead
+	if a != nil {
+		<-a.done
+		r.ahead = nil
 	}
-	sequential := len(r.buf) > 0 && pos == r.start+int64(len(r.buf)) || pos > r.start && pos < r.start+int64(len(r.buf))
-	switch {
-	case r.next == 0 || !sequential:
-		r.next = chunkMin
-	case r.next < chunkMax:
-		r.next *= 2
-	}
-	n := min(max(int64(r.next), need), limit-pos)
-	switch {
-	case n <= chunkMax && r.pool == nil:
-		r.pool = chunkPool.Get().(*[]byte)
-		r.buf = (*r.pool)[:0]
-	case int64(cap(r.buf)) < n:
-		r.release()
-		r.buf = make([]byte, n)
-	}
-	r.buf = r.buf[:n]
-	k, _ := r.seg.ReadAt(r.buf, pos)
-	if int64(k) < need {
-		r.start, r.buf = 0, r.buf[:0]
-		return false
-	}
-	r.start, r.buf = pos, r.buf[:k]
-	return true
+	return a
 }
 
-// release gives a pooled buffer back (the chunk forgets its bytes).
-func (r *logChunk) release() {
-	if r.pool != nil {
-		chunkPool.Put(r.pool)
-		r.pool = nil
-	}
-	r.start, r.buf = 0, nil
-}
-
-// free releases the buffer and forgets the segment.
+// free waits for a background load, gives the buffers back and forgets
+// the segment.
 func (r *logChunk) free() {
-	r.release()
+	if a := r.takeAhead(); a != nil {
+		a.c.release()
+	}
+	r.cur.release()
+	r.spare.release()
 	r.seg, r.next = nil, 0
 }
 

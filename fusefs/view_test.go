@@ -1,9 +1,13 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -175,4 +179,271 @@ func TestSeekReadsOneInterval(t *testing.T) {
 	read := p.Stats().BytesRead - before
 	t.Logf("view of %d records is %d bytes; a seek to the end read %d bytes of the log", p.LogEndOffset(), size, read)
 	assert.Less(t, read, int64(3*checkpointInterval), "a seek renders at most about one checkpoint interval")
+}
+
+// randomRecord is a record of random shape: null or binary keys and values,
+// control characters, headers with repeated or invalid keys.
+func randomRecord(rng *rand.Rand) record.Record {
+	bytesOf := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			switch rng.Intn(4) {
+			case 0:
+				b[i] = byte(rng.Intn(256))
+			case 1:
+				b[i] = byte(rng.Intn(32))
+			default:
+				b[i] = 'a' + byte(rng.Intn(26))
+			}
+		}
+		return b
+	}
+	r := record.Record{Offset: rng.Int63(), Timestamp: rng.Int63() - rng.Int63()}
+	if rng.Intn(4) > 0 {
+		r.Key = bytesOf(rng.Intn(20))
+	}
+	if rng.Intn(8) > 0 {
+		r.Value = bytesOf(rng.Intn(200))
+	}
+	for range rng.Intn(4) {
+		h := record.Header{Key: string(bytesOf(rng.Intn(6)))}
+		if rng.Intn(3) > 0 {
+			h.Value = bytesOf(rng.Intn(30))
+		}
+		r.Headers = append(r.Headers, h)
+	}
+	return r
+}
+
+var testFormats = []viewFormat{
+	{},
+	{nullMarker: "NULL"},
+	{printKey: true, separator: "\t"},
+	{printKey: true, separator: " => ", nullMarker: "(null)"},
+	{json: true},
+}
+
+func TestRecordBoundAndRenderedLen(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	worst := record.Record{Offset: math.MinInt64, Timestamp: math.MinInt64, Key: []byte{0, 1, 2, 0x1f}, Value: []byte("\x00\x01\"\\"),
+		Headers: []record.Header{{Key: "\x00", Value: []byte{0x01}}, {Key: "\x00", Value: []byte{0xff}}}}
+	recs := []record.Record{{}, worst, {Key: []byte{0xff}, Value: []byte{0xfe, 0xfd}}}
+	for range 2000 {
+		recs = append(recs, randomRecord(rng))
+	}
+	for _, f := range testFormats {
+		for i := range recs {
+			out := f.appendRecord(nil, &recs[i])
+			assert.LessOrEqual(t, len(out), f.recordBound(&recs[i]), "%+v record %d", f, i)
+			if n, ok := f.renderedLen(&recs[i]); ok {
+				assert.Equal(t, len(out), n, "%+v record %d", f, i)
+				assert.Equal(t, n, f.recordBound(&recs[i]))
+			} else {
+				assert.True(t, f.json)
+			}
+		}
+	}
+}
+
+func FuzzRecordBound(f *testing.F) {
+	f.Add([]byte("k"), []byte("v"), "h", []byte("x"), false, false)
+	f.Add([]byte{0xff}, []byte{0, 1, 2}, "\x00", []byte{0xfe}, true, true)
+	f.Add([]byte(nil), []byte("\"\\\n"), "", []byte(nil), true, false)
+	f.Fuzz(func(t *testing.T, key, value []byte, hkey string, hval []byte, nullKey, twoHeaders bool) {
+		r := record.Record{Key: key, Value: value, Offset: -1, Timestamp: math.MinInt64}
+		if nullKey {
+			r.Key = nil
+		}
+		r.Headers = []record.Header{{Key: hkey, Value: hval}}
+		if twoHeaders {
+			r.Headers = append(r.Headers, r.Headers[0])
+		}
+		for _, vf := range testFormats {
+			out := vf.appendRecord(nil, &r)
+			if b := vf.recordBound(&r); len(out) > b {
+				t.Fatalf("%+v: rendered %d bytes, bound %d", vf, len(out), b)
+			}
+		}
+	})
+}
+
+func TestPutPlainMatchesAppendRecord(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	recs := make([]record.Record, 300)
+	for i := range recs {
+		recs[i] = randomRecord(rng)
+	}
+	for _, f := range testFormats {
+		if f.json {
+			continue
+		}
+		var want []byte
+		for i := range recs {
+			want = f.appendRecord(want, &recs[i])
+		}
+		for _, room := range []int{0, 1, 2, 17, 100, 1000, 4096, len(want) - 1, len(want), len(want) + 5} {
+			t.Run(fmt.Sprintf("%+v/room-%d", f, room), func(t *testing.T) {
+				// Rendered after 3 bytes already in dst, in chunks of room.
+				dst := make([]byte, 3+room)
+				var got []byte
+				for i := 0; i < len(recs); {
+					n, m := f.putPlain(dst, 3, recs[i:])
+					if m == 0 {
+						// The next record does not fit at all.
+						k, _ := f.renderedLen(&recs[i])
+						require.Greater(t, k, room)
+						got = f.appendRecord(got, &recs[i])
+						i++
+						continue
+					}
+					if i+m < len(recs) {
+						k, _ := f.renderedLen(&recs[i+m])
+						assert.Greater(t, k, len(dst)-n, "it stops only at a record that does not fit")
+					}
+					got = append(got, dst[3:n]...)
+					i += m
+				}
+				assert.Equal(t, string(want), string(got))
+			})
+		}
+	}
+}
+
+func TestViewStateTinyReads(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.SegmentBytes = 32 << 10
+	p := openTestPartition(t, cfg)
+	recs := viewRecordsFixture(t, p, 300)
+	ps := newPartState(newFsys(nil, Options{}), p)
+	for _, format := range testFormats {
+		st, err := newViewState(context.Background(), ps, format, func(*engine.Snapshot) (int64, error) { return 5, nil })
+		require.NoError(t, err)
+		want := renderAll(format, recs, 5)
+		for _, size := range []int{1, 3, 64, 1000} {
+			var c cursor
+			var got []byte
+			buf := make([]byte, size)
+			for off := int64(0); ; {
+				n, err := st.read(context.Background(), &c, buf, off)
+				require.NoError(t, err)
+				if n == 0 {
+					break
+				}
+				got = append(got, buf[:n]...)
+				off += int64(n)
+			}
+			assert.Equal(t, string(want), string(got), "%+v in %d-byte reads", format, size)
+			c.rd.free()
+		}
+		st.release()
+	}
+}
+
+// appendBigBatches appends n batches of count records with values of
+// valueLen bytes and returns their plain rendering.
+func appendBigBatches(t testing.TB, p *engine.Partition, n, count, valueLen int) []byte {
+	t.Helper()
+	var want []byte
+	for b := range n {
+		recs := make([]record.Record, count)
+		for i := range recs {
+			v := make([]byte, valueLen)
+			for j := range v {
+				v[j] = 'a' + byte((b+i+j)%26)
+			}
+			recs[i] = record.Record{Timestamp: -1, Value: v}
+			want = append(append(want, v...), '\n')
+		}
+		_, _, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	return want
+}
+
+func TestLogChunkMatchesReadBatch(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.MaxMessageBytes = 8 << 20
+	cfg.SegmentBytes = 64 << 20
+	p := openTestPartition(t, cfg)
+	appendBigBatches(t, p, 30, 1000, 100) // 30 batches of ~109 KB
+	appendBigBatches(t, p, 2, 1, 3<<20)   // batches larger than a chunk
+	appendBigBatches(t, p, 200, 3, 10)    // small ones
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	size := seg.Size()
+	for _, prefetch := range []bool{false, true} {
+		rd := logChunk{prefetch: prefetch}
+		n := 0
+		for pos := int64(0); pos < size; n++ {
+			want, err := seg.ReadBatch(pos, nil)
+			require.NoError(t, err)
+			got, err := rd.batch(seg, pos, size)
+			require.NoError(t, err)
+			require.Equal(t, want.Raw, got.Raw, "batch at %d", pos)
+			pos += int64(got.Size())
+		}
+		assert.Equal(t, 232, n)
+		rd.free()
+	}
+
+	// A damaged batch: the chunk reader stops where ReadBatch does, with
+	// its error, and still serves the batches before it.
+	pos30 := int64(0)
+	for range 20 {
+		b, err := seg.ReadBatch(pos30, nil)
+		require.NoError(t, err)
+		pos30 += int64(b.Size())
+	}
+	file, err := os.OpenFile(seg.LogPath(), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = file.WriteAt([]byte{0xee}, pos30+500)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	_, wantErr := seg.ReadBatch(pos30, nil)
+	require.ErrorIs(t, wantErr, engine.ErrCorrupt)
+	rd := logChunk{prefetch: true}
+	defer rd.free()
+	pos := int64(0)
+	for range 20 {
+		b, err := rd.batch(seg, pos, size)
+		require.NoError(t, err)
+		pos += int64(b.Size())
+	}
+	_, err = rd.batch(seg, pos, size)
+	require.ErrorIs(t, err, engine.ErrCorrupt)
+	assert.Equal(t, wantErr.Error(), err.Error())
+}
+
+func TestCatLargeViewReadsAhead(t *testing.T) {
+	m := newTestMount(t, mountOpts{})
+	m.sh(t, `mkdir $MNT/big`)
+	p := m.partition(t, "big", 0)
+	want := appendBigBatches(t, p, 60, 1000, 99) // ~6 MB: several read-ahead rounds
+	assert.Equal(t, "1048576\n", m.sh(t, `stat -c %o $MNT/big/0/records`), "views ask for 1 MiB reads")
+	got, err := os.ReadFile(m.path("big", "0", "records"))
+	require.NoError(t, err)
+	require.Equal(t, len(want), len(got))
+	require.True(t, bytes.Equal(want, got), "cat of a large view")
+	assert.Equal(t, string(want), m.sh(t, `cat $MNT/big/0/records`))
+	assert.Equal(t, string(want[:3<<20]), m.sh(t, `dd if=$MNT/big/0/records bs=1M count=3 status=none`))
+	// Reads that stop half way (the handle's read ahead is dropped at
+	// close), and a reader that grows with the view.
+	m.sh(t, `head -c 2500000 $MNT/big/0/records >/dev/null`)
+	f, err := os.Open(m.path("big", "0", "records"))
+	require.NoError(t, err)
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var read []byte
+	for len(read) < 3<<20 {
+		n, err := f.Read(buf)
+		require.NoError(t, err)
+		read = append(read, buf[:n]...)
+	}
+	more := appendBigBatches(t, p, 5, 1000, 99)
+	want = append(want, more...)
+	rest, err := io.ReadAll(f)
+	require.NoError(t, err)
+	read = append(read, rest...)
+	require.True(t, bytes.Equal(want, read), "a reader sees what was appended while it read (%d bytes, want %d)", len(read), len(want))
 }

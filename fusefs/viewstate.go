@@ -423,6 +423,7 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	}
 	cp := x.locate(pos - h.rstart + h.skip)
 	c.valid, c.seg, c.h, c.lo = true, i, h, h.rstart
+	c.rd.prefetch = true
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	return true
