@@ -199,6 +199,11 @@ type producer struct {
 	pos     int64 // next read position in the segment
 	end     int64 // the segment's size when the producer reached it; -1 = not yet
 	stop    bool  // the snapshot's end is reached
+	// tail holds the bytes at pos that the last read got beyond its last
+	// whole batch (the start of the next batch, in the last filled buffer,
+	// which nobody writes until the producer fills it again): the next read
+	// copies them instead of reading them again.
+	tail []byte
 }
 
 // locate finds the first batch to read: the segment holding from, then its
@@ -240,7 +245,7 @@ func (p *producer) fill(c *chunk) {
 			p.end = s.Size()
 		}
 		if p.pos >= p.end {
-			p.seg, p.pos, p.end = p.seg+1, 0, -1
+			p.seg, p.pos, p.end, p.tail = p.seg+1, 0, -1, nil
 			continue
 		}
 		c.err = p.readChunk(s, c)
@@ -257,7 +262,12 @@ func (p *producer) fill(c *chunk) {
 func (p *producer) readChunk(s *Segment, c *chunk) error {
 	n := min(int64(len(c.buf)), p.end-p.pos)
 	data := c.buf[:n]
-	if err := p.read(s, data, p.pos); err != nil {
+	k := 0
+	if len(p.tail) < len(data) {
+		k = copy(data, p.tail) // may overlap (one buffer): copy is a memmove
+	}
+	p.tail = nil
+	if err := p.read(s, data[k:], p.pos+int64(k)); err != nil {
 		return err
 	}
 	off := 0
@@ -310,6 +320,9 @@ func (p *producer) readChunk(s *Segment, c *chunk) error {
 		off += int(size)
 	}
 	p.pos += int64(off)
+	if !p.stop {
+		p.tail = data[off:]
+	}
 	return nil
 }
 
