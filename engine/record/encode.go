@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"sync"
 )
 
@@ -333,7 +334,10 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		baseTs = spec.DeleteHorizonMs
 	}
 	limit := min(maxBytes, math.MaxInt32) - HeaderSize
-	// Pass 1: how many records fit, their size and largest timestamp.
+	// Pass 1: how many records fit, their sizes and the largest timestamp.
+	szp := sizesPool.Get().(*[]int32)
+	defer putSizes(szp)
+	sizes := (*szp)[:0]
 	n, body := 0, 0
 	maxTs := int64(math.MinInt64)
 	for i := range min(len(recs), math.MaxInt32) {
@@ -342,18 +346,30 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		if force || ts < 0 {
 			ts = nowMs
 		}
-		sz := recordBodySize(r, int32(i), ts-baseTs)
+		sz := 1 + uvarintLen(zigzag64(ts-baseTs)) + uvarintLen(uint64(zigzag32(int32(i))))
+		sz += nullableLen(r.Key) + nullableLen(r.Value)
+		if len(r.Headers) == 0 {
+			sz++
+		} else {
+			sz += varintSize(int32(len(r.Headers)))
+			for j := range r.Headers {
+				h := &r.Headers[j]
+				sz += varintSize(int32(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
+			}
+		}
 		if sz < 0 || sz > limit {
 			break
 		}
-		tot := varintSize(int32(sz)) + sz
+		tot := uvarintLen(uint64(zigzag32(int32(sz)))) + sz
 		if body+tot > limit {
 			break
 		}
 		body += tot
 		maxTs = max(maxTs, ts)
+		sizes = append(sizes, int32(sz))
 		n++
 	}
+	*szp = sizes
 	if n == 0 {
 		sz := recordBodySize(&recs[0], 0, 0)
 		return dst, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
@@ -367,10 +383,10 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		lastDelta = spec.LastOffsetDelta
 	}
 
-	// Pass 2: header, then the records, CRC as we go.
+	// Pass 2: header, then the records at their final places, CRC as we go.
 	start := len(dst)
 	dst = grow(dst, HeaderSize+body)
-	dst = dst[:start+HeaderSize]
+	dst = dst[:start+HeaderSize+body]
 	attrs := uint16(None)
 	if spec.LogAppendTime {
 		attrs |= attrLogAppendTime
@@ -399,21 +415,80 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
 	be.PutUint32(h[offRecordCount:], uint32(n))
 	crc := crc32.Update(0, castagnoli, h[offAttributes:])
-	mark := len(dst)
-	for i := range n {
+	w := start + HeaderSize
+	mark := w
+	for i, sz := range sizes {
 		r := &recs[i]
 		ts := r.Timestamp
 		if force || ts < 0 {
 			ts = nowMs
 		}
-		tsDelta := ts - baseTs
-		dst = appendRecordDeltas(dst, r, int32(i), tsDelta, recordBodySize(r, int32(i), tsDelta))
-		if len(dst)-mark >= crcStride {
-			crc = crc32.Update(crc, castagnoli, dst[mark:])
-			mark = len(dst)
+		w = putUvarint(dst, w, uint64(zigzag32(sz)))
+		dst[w] = 0 // attributes
+		w = putUvarint(dst, w+1, zigzag64(ts-baseTs))
+		w = putUvarint(dst, w, uint64(zigzag32(int32(i))))
+		w = putNullable(dst, w, r.Key)
+		w = putNullable(dst, w, r.Value)
+		if len(r.Headers) == 0 {
+			dst[w] = 0
+			w++
+		} else {
+			w = putUvarint(dst, w, uint64(zigzag32(int32(len(r.Headers)))))
+			for j := range r.Headers {
+				h := &r.Headers[j]
+				w = putUvarint(dst, w, uint64(zigzag32(int32(len(h.Key)))))
+				w += copy(dst[w:], h.Key)
+				w = putNullable(dst, w, h.Value)
+			}
+		}
+		if w-mark >= crcStride {
+			crc = crc32.Update(crc, castagnoli, dst[mark:w])
+			mark = w
 		}
 	}
-	crc = crc32.Update(crc, castagnoli, dst[mark:])
+	crc = crc32.Update(crc, castagnoli, dst[mark:w])
 	be.PutUint32(dst[start+offCRC:], crc)
 	return dst, SequentialInfo{Records: n, Size: len(dst) - start, MaxTimestamp: maxTs}, nil
+}
+
+func zigzag32(v int32) uint32 { return uint32(v<<1) ^ uint32(v>>31) }
+func zigzag64(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+// uvarintLen is the encoded length of an unsigned LEB128 varint.
+func uvarintLen(u uint64) int {
+	if u < 1<<7 {
+		return 1
+	}
+	return (bits.Len64(u) + 6) / 7
+}
+
+// nullableLen is the encoded length of a varint-length-prefixed nullable
+// byte string.
+func nullableLen(b []byte) int {
+	if b == nil {
+		return 1
+	}
+	return uvarintLen(uint64(zigzag32(int32(len(b))))) + len(b)
+}
+
+// putUvarint writes u as an unsigned LEB128 varint at b[w:] and returns the
+// position after it.
+func putUvarint(b []byte, w int, u uint64) int {
+	for u >= 0x80 {
+		b[w] = byte(u) | 0x80
+		u >>= 7
+		w++
+	}
+	b[w] = byte(u)
+	return w + 1
+}
+
+// putNullable writes a varint-length-prefixed nullable byte string at b[w:].
+func putNullable(b []byte, w int, v []byte) int {
+	if v == nil {
+		b[w] = 1 // zig-zag(-1)
+		return w + 1
+	}
+	w = putUvarint(b, w, uint64(zigzag32(int32(len(v)))))
+	return w + copy(b[w:], v)
 }
