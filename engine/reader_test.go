@@ -145,52 +145,73 @@ func TestReaderBatchLargerThanBuffer(t *testing.T) {
 }
 
 func TestReaderCorruptByte(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "t-0")
-	p := openTest(t, vfs.OS, dir, testConfig())
-	fillTest(t, p, 8_000, 20)
-	require.Greater(t, len(p.Segments()), 2)
-	// Pick a batch in the middle of the second segment.
-	snap := p.Snapshot()
-	seg := snap.Segments[1]
-	var pos, badBase int64
-	var path string
-	for q, i := int64(0), 0; ; i++ {
-		b, err := seg.ReadBatch(q, nil)
-		require.NoError(t, err)
-		if i == 5 {
-			pos, badBase, path = q, b.BaseOffset, seg.LogPath()
-			break
-		}
-		q += int64(b.Size())
+	for _, tc := range []struct {
+		name      string
+		at        int64 // offset in the bad batch
+		set       func(byte) byte
+		readAfter bool // the log after the bad batch is still framed
+	}{
+		{name: "record body", at: record.HeaderSize + 20, set: func(b byte) byte { return b ^ 0x40 }, readAfter: true},
+		{name: "crc field", at: 18, set: func(b byte) byte { return b + 1 }, readAfter: true},
+		{name: "attributes (codec)", at: 22, set: func(b byte) byte { return b | 3 }, readAfter: true},
+		{name: "length zeroed", at: 11, set: func(byte) byte { return 0 }},
+		{name: "magic", at: 16, set: func(byte) byte { return 7 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t-0")
+			p := openTest(t, vfs.OS, dir, testConfig())
+			fillTest(t, p, 8_000, 20)
+			require.Greater(t, len(p.Segments()), 2)
+			// Pick a batch in the middle of the second segment.
+			snap := p.Snapshot()
+			seg := snap.Segments[1]
+			var pos, badBase int64
+			var path string
+			for q, i := int64(0), 0; ; i++ {
+				b, err := seg.ReadBatch(q, nil)
+				require.NoError(t, err)
+				if i == 5 {
+					pos, badBase, path = q, b.BaseOffset, seg.LogPath()
+					break
+				}
+				q += int64(b.Size())
+			}
+			snap.Release()
+			require.NoError(t, p.Close())
+
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			one := []byte{0}
+			if tc.name == "length zeroed" {
+				_, err = f.WriteAt([]byte{0, 0, 0, 0}, pos+8)
+				require.NoError(t, err)
+			} else {
+				_, err = f.ReadAt(one, pos+tc.at)
+				require.NoError(t, err)
+				one[0] = tc.set(one[0])
+				_, err = f.WriteAt(one, pos+tc.at)
+				require.NoError(t, err)
+			}
+			require.NoError(t, f.Close())
+
+			p = openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly, o.CleanShutdown = true, true })
+			defer p.Close()
+			for _, mode := range readerModes {
+				got, err := readWith(t, p, 0, mode)
+				require.ErrorIs(t, err, ErrCorrupt, modeName(mode))
+				assert.Contains(t, err.Error(), path)
+				assert.Contains(t, err.Error(), fmt.Sprintf("position %d", pos))
+				assert.Equal(t, seq(0, badBase), offsetsOf(got), "every record before the bad batch, none from it (%s)", modeName(mode))
+
+				if tc.readAfter {
+					got, err = readWith(t, p, badBase+20, mode)
+					require.NoError(t, err)
+					assert.Equal(t, seq(badBase+20, 8_000), offsetsOf(got))
+				}
+			}
+			assert.Positive(t, p.Stats().Corruptions)
+		})
 	}
-	snap.Release()
-	require.NoError(t, p.Close())
-
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	require.NoError(t, err)
-	one := []byte{0}
-	_, err = f.ReadAt(one, pos+record.HeaderSize+20)
-	require.NoError(t, err)
-	one[0] ^= 0x40
-	_, err = f.WriteAt(one, pos+record.HeaderSize+20)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-
-	p = openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly, o.CleanShutdown = true, true })
-	defer p.Close()
-	for _, mode := range readerModes {
-		got, err := readWith(t, p, 0, mode)
-		require.ErrorIs(t, err, ErrCorrupt, modeName(mode))
-		assert.Contains(t, err.Error(), path)
-		assert.Contains(t, err.Error(), fmt.Sprintf("position %d", pos))
-		assert.Equal(t, seq(0, badBase), offsetsOf(got), "every record before the bad batch, none from it (%s)", modeName(mode))
-
-		// Starting after the bad batch reads on to the end.
-		got, err = readWith(t, p, badBase+20, mode)
-		require.NoError(t, err)
-		assert.Equal(t, seq(badBase+20, 8_000), offsetsOf(got))
-	}
-	assert.Positive(t, p.Stats().Corruptions)
 }
 
 func TestReaderTruncatedTail(t *testing.T) {
@@ -320,9 +341,9 @@ func BenchmarkReader(b *testing.B) {
 	for _, s := range p.Segments() {
 		total += s.Size
 	}
-	var modes []ReaderOptions
-	for _, size := range []int{128 << 10, 256 << 10, 1 << 20, 4 << 20} {
-		modes = append(modes, ReaderOptions{BufferSize: size}, ReaderOptions{BufferSize: size, NoPrefetch: true})
+	modes := []ReaderOptions{
+		{BufferSize: DefaultReaderBufferSize}, {BufferSize: DefaultReaderBufferSize, NoPrefetch: true},
+		{BufferSize: 128 << 10}, {BufferSize: 128 << 10, NoPrefetch: true},
 	}
 	for _, mode := range modes {
 		b.Run(fmt.Sprintf("buf=%dKiB/prefetch=%v", mode.BufferSize>>10, !mode.NoPrefetch), func(b *testing.B) {
