@@ -152,7 +152,7 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	out.Nlink = 1
 	out.Size = uint64(size)
 	out.Blksize = viewBlksize
-	out.Blocks = (out.Size + 511) / 512
+	out.Blocks = (out.Size + 4095) / 4096 * 8 // as go-fuse counts without a Blksize
 	v.fsys.setTimes(&out.Attr, mtime)
 	if v.kind == viewByTime && v.tspec.relative {
 		out.SetTimeout(time.Millisecond)
@@ -304,7 +304,9 @@ func (h *viewHandle) stop() {
 // read(2) reaches Read, which serves exactly the view's bytes up to its
 // current end (so cat sees an append at once, whatever the cached size),
 // and a short read is just a short read (corruption: good bytes, then
-// EIO). Rendering, not the FUSE round trip, bounds the throughput.
+// EIO). Each read(2) is one round trip, so views report st_blksize 1 MiB
+// (cat then reads 1 MiB at a time), and a sequential reader's next chunk
+// is rendered while the kernel copies the current one (viewHandle).
 // MAP_SHARED mmap still works (CAP_DIRECT_IO_ALLOW_MMAP).
 func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
