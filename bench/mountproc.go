@@ -65,9 +65,18 @@ func (r *runner) startMount(ctx context.Context, data string, config map[string]
 		}
 		args = append(args, "--config", path)
 	}
+	args = append(args, extraMountArgs()...)
 	args = append(args, mnt)
 	return r.execMount(ctx, mnt, data, args)
 }
+
+// mountArgsEnv names an environment variable whose white-space separated
+// words are added to every `topicfs mount` the benchmarks start, e.g.
+// "--metrics-addr 127.0.0.1:6061" to profile the mount of a workload with
+// go tool pprof http://127.0.0.1:6061/debug/pprof/profile while it runs.
+const mountArgsEnv = "TOPICFS_BENCH_MOUNT_ARGS"
+
+func extraMountArgs() []string { return strings.Fields(os.Getenv(mountArgsEnv)) }
 
 // remount starts a new process on m's mountpoint and data directory with the
 // same arguments.
