@@ -76,7 +76,8 @@ type Partition struct {
 	// changes of the segment list and the fields of w.
 	mu sync.Mutex
 	w  struct {
-		encBuf    []byte
+		encBuf    []byte // encoded batches of the pending run
+		run       appendRun
 		recBuf    []record.Record
 		spans     []batchSpan
 		unflushed int64 // records appended since the last flush
@@ -198,6 +199,11 @@ func recordSizeBound(r *record.Record) int64 {
 	return n
 }
 
+// maxRunBytes is how many bytes of encoded batches an append call gathers
+// before it writes them (one write call per run; a single larger batch is
+// one run of its own).
+const maxRunBytes = 1 << 20
+
 // Append encodes recs (Offset ignored; Timestamp < 0 means now; LogAppendTime
 // overrides) with the topic's compression.type into one or more batches no
 // larger than max.message.bytes, assigns offsets and appends them, rolling
@@ -216,13 +222,15 @@ func (p *Partition) Append(recs []record.Record) (first, last int64, err error) 
 // via first/last) and nothing of a failing group is. flush.messages and
 // flush.ms are checked once, after the call (as for one Append of all the
 // records). A group larger than max.message.bytes is split like Append
-// splits its records.
+// splits its records (and a write error between two of its batches can leave
+// the first ones appended, as for Append).
 func (p *Partition) AppendEach(groups [][]record.Record) (first, last int64, err error) {
 	return p.appendGroups(groups)
 }
 
 // appendGroups is Append and AppendEach: one lock, each group validated and
-// appended in turn.
+// encoded in turn into the pending run, which is written when it is full,
+// before a roll and at the end.
 func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, err error) {
 	if p.opts.ReadOnly {
 		return 0, 0, ErrReadOnly
@@ -236,20 +244,19 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 		return 0, 0, ErrClosed
 	}
 	first = p.logEnd.Load()
-	last = first - 1
 	for _, recs := range groups {
 		if len(recs) == 0 {
 			continue
 		}
-		var l int64
-		_, l, err = p.appendRecsLocked(recs, cfg, now)
-		if l >= first {
-			last = max(last, l)
-		}
-		if err != nil {
+		if err = p.appendGroupLocked(recs, cfg, now); err != nil {
 			break
 		}
 	}
+	if werr := p.writeRunLocked(cfg); err == nil {
+		err = werr
+	}
+	p.trimBuffersLocked(cfg)
+	last = p.logEnd.Load() - 1
 	flush := false
 	if last >= first {
 		flush = p.afterAppendLocked(last-first+1, cfg, now)
@@ -269,55 +276,135 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 	return first, last, nil
 }
 
-// appendRecsLocked validates recs, encodes them into batches no larger than
-// max.message.bytes and appends them. It returns the offsets appended
-// (last < first if none). Callers hold mu.
-func (p *Partition) appendRecsLocked(recs []record.Record, cfg *Config, now time.Time) (first, last int64, err error) {
+// trimBuffersLocked drops writer buffers a huge append grew, so they do not
+// stay pinned.
+func (p *Partition) trimBuffersLocked(cfg *Config) {
+	limit := max(4*int(min(cfg.MaxMessageBytes, cfg.SegmentBytes)), 2*maxRunBytes)
+	if cap(p.w.encBuf) > limit {
+		p.w.encBuf = nil
+	}
+	if cap(p.w.recBuf) > 1<<16 {
+		p.w.recBuf = nil
+	}
+}
+
+// appendGroupLocked validates recs, encodes them into batches no larger
+// than max.message.bytes and adds them to the run. If it fails before the
+// run was written, the group's batches are taken out of the run again.
+// Callers hold mu.
+func (p *Partition) appendGroupLocked(recs []record.Record, cfg *Config, now time.Time) error {
 	codec := configCodec(cfg)
 	nowMs := now.UnixMilli()
 	logAppend := cfg.LogAppendTime()
 	maxBytes := min(cfg.MaxMessageBytes, cfg.SegmentBytes)
-	base := p.logEnd.Load()
-	rb := p.w.recBuf[:0]
-	for i := range recs {
-		r := recs[i]
-		r.Offset = base + int64(i)
-		if logAppend || r.Timestamp < 0 {
-			r.Timestamp = nowMs
-		}
-		rb = append(rb, r)
-	}
-	p.w.recBuf = rb
-	defer func() {
-		clear(rb) // drop references to the caller's byte slices
-		if cap(rb) > 1<<16 {
-			p.w.recBuf = nil
-		}
-		if cap(p.w.encBuf) > 4*int(maxBytes) {
-			p.w.encBuf = nil // a huge append must not pin its buffer
-		}
-	}()
 	spec := record.BatchSpec{
 		Codec: codec, LogAppendTime: logAppend, ProducerID: -1, ProducerEpoch: -1,
 		BaseSequence: -1, PartitionLeaderEpoch: 0, DeleteHorizonMs: -1, LastOffsetDelta: -1,
 	}
 	// A record that cannot fit a batch on its own fails the whole group
-	// before anything is written. recordSizeBound is exact enough that only
-	// records near the limit need a trial encode.
-	for i := range rb {
-		if int64(record.HeaderSize)+recordSizeBound(&rb[i]) > maxBytes {
-			if _, _, err := encodeChunk(p.w.encBuf[:0], p.w.spans[:0], spec, rb[i:i+1], maxBytes); err != nil {
-				return base, base - 1, err
-			}
+	// before anything of it is placed. Uncompressed groups that fit one
+	// batch need no check: encoding the batch is the check.
+	if codec != record.None {
+		if err := p.checkRecordSizesLocked(spec, recs, nowMs, maxBytes); err != nil {
+			return err
 		}
 	}
-	// Greedy chunks by an upper bound of the encoded size, each encoded
-	// (encodeChunk splits one further if its batch still exceeds the limit)
-	// and written before the next, so memory stays one chunk's worth.
-	first, last = base, base-1
+	mark := p.w.run.mark(len(p.w.encBuf))
+	err := p.encodeGroupLocked(recs, spec, cfg, now, maxBytes)
+	if err != nil {
+		p.w.run.rewind(mark, &p.w.encBuf)
+	}
+	return err
+}
+
+// checkRecordSizesLocked fails with ErrRecordTooLarge if a record of recs
+// cannot fit a batch of maxBytes on its own. recordSizeBound is exact enough
+// that only records near the limit need a trial encode.
+func (p *Partition) checkRecordSizesLocked(spec record.BatchSpec, recs []record.Record, nowMs, maxBytes int64) error {
+	for i := range recs {
+		if int64(record.HeaderSize)+recordSizeBound(&recs[i]) <= maxBytes {
+			continue
+		}
+		if err := p.trialEncodeLocked(spec, &recs[i], nowMs, maxBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trialEncodeLocked encodes r alone (offset 0, timestamp resolved) past the
+// end of the writer's buffer and fails with ErrRecordTooLarge if its batch
+// exceeds maxBytes.
+func (p *Partition) trialEncodeLocked(spec record.BatchSpec, r *record.Record, nowMs, maxBytes int64) error {
+	tail := p.w.encBuf[len(p.w.encBuf):]
+	if spec.Codec == record.None {
+		if _, _, err := record.EncodeSequential(tail, spec, []record.Record{*r}, nowMs, int(maxBytes)); err != nil {
+			if errors.Is(err, record.ErrBatchTooLarge) {
+				return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+			}
+			return fmt.Errorf("engine: encode batch: %w", err)
+		}
+		return nil
+	}
+	one := *r
+	one.Offset = 0
+	if spec.LogAppendTime || one.Timestamp < 0 {
+		one.Timestamp = nowMs
+	}
+	_, _, err := encodeChunk(tail, p.w.spans[:0], spec, []record.Record{one}, maxBytes)
+	return err
+}
+
+// encodeGroupLocked encodes recs batch by batch into the run.
+func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpec, cfg *Config, now time.Time, maxBytes int64) error {
+	nowMs := now.UnixMilli()
+	base := p.nextOffsetLocked()
+	if spec.Codec == record.None {
+		// Hot path: straight from the caller's records, no copies of them.
+		for k := 0; k < len(recs); {
+			start := len(p.w.encBuf)
+			spec.BaseOffset = base + int64(k)
+			buf, info, err := record.EncodeSequential(p.w.encBuf, spec, recs[k:], nowMs, int(maxBytes))
+			if err != nil {
+				if errors.Is(err, record.ErrBatchTooLarge) {
+					return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+				}
+				return fmt.Errorf("engine: encode batch: %w", err)
+			}
+			p.w.encBuf = buf
+			if k == 0 && info.Records < len(recs) {
+				// More batches follow: check the rest before placing any.
+				if err := p.checkRecordSizesLocked(spec, recs[info.Records:], nowMs, maxBytes); err != nil {
+					p.w.encBuf = p.w.encBuf[:start]
+					return err
+				}
+			}
+			b := runBatch{start: start, end: len(buf), first: spec.BaseOffset,
+				last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
+			if err := p.placeLocked(b, cfg, now); err != nil {
+				return err
+			}
+			k += info.Records
+		}
+		return nil
+	}
+	// Compressed: offsets and timestamps are set on a copy of the records,
+	// then greedy chunks by an upper bound of the encoded size are encoded
+	// (encodeChunk splits one further if its batch still exceeds the limit).
+	rb := p.w.recBuf[:0]
+	for i := range recs {
+		r := recs[i]
+		r.Offset = base + int64(i)
+		if spec.LogAppendTime || r.Timestamp < 0 {
+			r.Timestamp = nowMs
+		}
+		rb = append(rb, r)
+	}
+	p.w.recBuf = rb
+	defer clear(rb) // drop references to the caller's byte slices
 	start := 0
 	sum := int64(record.HeaderSize)
-	for i := 0; i <= len(rb) && err == nil; i++ {
+	for i := 0; i <= len(rb); i++ {
 		if i < len(rb) {
 			sz := recordSizeBound(&rb[i])
 			if i == start || sum+sz <= maxBytes {
@@ -326,21 +413,25 @@ func (p *Partition) appendRecsLocked(recs []record.Record, cfg *Config, now time
 			}
 		}
 		var spans []batchSpan
-		p.w.encBuf, spans, err = encodeChunk(p.w.encBuf[:0], p.w.spans[:0], spec, rb[start:i], maxBytes)
+		var err error
+		p.w.encBuf, spans, err = encodeChunk(p.w.encBuf, p.w.spans[:0], spec, rb[start:i], maxBytes)
 		p.w.spans = spans
+		if err != nil {
+			return err
+		}
+		// Placing may write the run and move a batch down to the new end of
+		// the run; the spans after it stay where they are.
 		for _, sp := range spans {
-			if err != nil {
-				break
-			}
-			if err = p.appendLocked(p.w.encBuf[sp.start:sp.end], sp.first, sp.last, sp.maxTs, sp.count, cfg, now); err == nil {
-				last = sp.last
+			b := runBatch{start: sp.start, end: sp.end, first: sp.first, last: sp.last, maxTs: sp.maxTs, count: sp.count}
+			if err := p.placeLocked(b, cfg, now); err != nil {
+				return err
 			}
 		}
 		if i < len(rb) {
 			start, sum = i, int64(record.HeaderSize)+recordSizeBound(&rb[i])
 		}
 	}
-	return first, last, err
+	return nil
 }
 
 // encodeChunk appends chunk as one batch, or as several if the batch would
@@ -430,7 +521,14 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		maxTs = now.UnixMilli()
 		record.SetLogAppendTime(buf, maxTs)
 	}
-	err = p.appendLocked(buf, first, last, maxTs, int(b.RecordCount), cfg, now)
+	err = p.placeLocked(runBatch{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, cfg, now)
+	if err == nil {
+		err = p.writeRunLocked(cfg)
+	}
+	if err != nil {
+		p.w.run.drop() // a failed place or write leaves nothing pending
+		p.w.encBuf = p.w.encBuf[:0]
+	}
 	if err == nil && b.IsTransactional() {
 		nb, perr := record.Parse(buf)
 		if perr == nil {
@@ -439,6 +537,7 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 			}
 		}
 	}
+	p.trimBuffersLocked(cfg)
 	var flush bool
 	if err == nil {
 		flush = p.afterAppendLocked(int64(b.RecordCount), cfg, now)
@@ -466,84 +565,256 @@ func (p *Partition) afterAppendLocked(n int64, cfg *Config, now time.Time) bool 
 	return cfg.FlushMs != math.MaxInt64 && now.Sub(p.w.lastFlush).Milliseconds() >= cfg.FlushMs
 }
 
-// appendLocked writes one encoded batch (offsets first..last) to the active
-// segment, rolling first if needed, then publishes it. Callers hold mu.
-func (p *Partition) appendLocked(raw []byte, first, last, maxTs int64, count int, cfg *Config, now time.Time) error {
-	s := p.active()
-	if p.shouldRoll(s, cfg, int64(len(raw)), last, maxTs, now.UnixMilli()) {
-		if err := p.rollLocked(first, cfg); err != nil {
-			return err
-		}
-		s = p.active()
+// appendRun is the writer's pending run: encoded batches in p.w.encBuf[0:end]
+// waiting to be written at pos0 of seg with one write call, then published.
+// Batches are placed (roll decided, index entries planned) as they are
+// encoded, exactly as if each had been written at once: Kafka's roll rule
+// sees the pending bytes, and when it depends on something only a write
+// makes exact (index fullness) the run is written first.
+type appendRun struct {
+	seg     *Segment
+	pos0    int64        // segment size when the run started
+	ib      indexBuilder // seg.w.ib when the run started (restored on failure)
+	end     int          // bytes of encBuf in the run
+	next    int64        // next offset after the run
+	entries int          // index entries planned among batches
+	batches []runBatch
+	gen     int // bumped by every write or drop
+}
+
+// runBatch is one batch of a run.
+type runBatch struct {
+	start, end  int // in encBuf
+	first, last int64
+	maxTs       int64
+	count       int
+	entry       bool  // an index entry is due before this batch
+	tidxTs      int64 // time index entry (index builder state after the batch)
+	tidxOff     int64
+}
+
+// runMark is a point in a run to rewind to.
+type runMark struct {
+	gen, end, batches, entries int
+	next                       int64
+	ib                         indexBuilder
+	ok                         bool
+}
+
+func (r *appendRun) mark(bufLen int) runMark {
+	if r.seg == nil {
+		return runMark{gen: r.gen, end: bufLen}
 	}
-	pos := s.size.Load()
-	if _, err := s.log.WriteAt(raw, pos); err != nil {
-		// Leave no partial batch behind (best effort: recovery truncates it anyway).
-		if terr := s.log.Truncate(pos); terr != nil {
+	return runMark{gen: r.gen, end: r.end, batches: len(r.batches), entries: r.entries, next: r.next, ib: r.seg.w.ib, ok: true}
+}
+
+// rewind takes the batches placed after m out of the run, if the run was
+// not written since.
+func (r *appendRun) rewind(m runMark, buf *[]byte) {
+	if r.gen != m.gen {
+		return
+	}
+	if !m.ok || r.seg == nil {
+		r.drop()
+		*buf = (*buf)[:0]
+		return
+	}
+	r.end, r.entries, r.next = m.end, m.entries, m.next
+	r.batches = r.batches[:m.batches]
+	r.seg.w.ib = m.ib
+	*buf = (*buf)[:m.end]
+}
+
+func (r *appendRun) drop() {
+	r.seg = nil
+	r.end, r.entries = 0, 0
+	r.batches = r.batches[:0]
+	r.gen++
+}
+
+// nextOffsetLocked is the offset the next record gets (pending run included).
+func (p *Partition) nextOffsetLocked() int64 {
+	if p.w.run.seg != nil {
+		return p.w.run.next
+	}
+	return p.logEnd.Load()
+}
+
+// placeLocked adds the batch encoded at encBuf[b.start:b.end] to the run.
+// Everything in the buffer from the end of the run on is batches not placed
+// yet, in order; b is the first of them. If b belongs in a new segment,
+// placeLocked writes the run and rolls first. If the run was written (then
+// it is empty), b moves down to the run's end. Callers hold mu.
+func (p *Partition) placeLocked(b runBatch, cfg *Config, now time.Time) error {
+	r := &p.w.run
+	size := int64(b.end - b.start)
+	nowMs := now.UnixMilli()
+	for {
+		s := p.active()
+		if r.seg == nil {
+			r.seg, r.pos0, r.ib, r.end = s, s.Size(), s.w.ib, 0
+		}
+		firstTs := int64(-1)
+		if len(r.batches) > 0 {
+			firstTs = r.batches[0].maxTs
+		}
+		roll, exact := p.rollDue(s, cfg, int64(r.end), r.entries, firstTs, size, b.last, b.maxTs, nowMs)
+		if !exact {
+			if err := p.writeRunLocked(cfg); err != nil {
+				return err
+			}
+			continue
+		}
+		if roll {
+			if err := p.writeRunLocked(cfg); err != nil {
+				return err
+			}
+			if err := p.rollLocked(b.first, cfg); err != nil {
+				return err
+			}
+			s = p.active()
+			r.seg, r.pos0, r.ib, r.end = s, s.Size(), s.w.ib, 0
+		}
+		break
+	}
+	if b.start != r.end {
+		// The run was written: move the batch down (later batches sit at or
+		// after b.end, so they are not overwritten).
+		n := copy(p.w.encBuf[r.end:b.end], p.w.encBuf[b.start:b.end])
+		b.start, b.end = r.end, r.end+n
+	}
+	p.w.encBuf = p.w.encBuf[:b.end]
+	s := r.seg
+	b.entry = s.w.ib.add(b.last, b.maxTs, r.pos0+int64(b.start), size, cfg.IndexIntervalBytes)
+	b.tidxTs, b.tidxOff = s.w.ib.maxTs, s.w.ib.offsetOfMax
+	if b.entry {
+		r.entries++
+	}
+	r.batches = append(r.batches, b)
+	r.end = b.end
+	r.next = b.last + 1
+	if r.end >= maxRunBytes {
+		return p.writeRunLocked(cfg)
+	}
+	return nil
+}
+
+// writeRunLocked writes the pending run with one write call and publishes
+// it: bytes first, then the offsets that point into them, then the index
+// entries. On failure nothing of the run is published and the bytes are
+// truncated away (best effort: recovery truncates them anyway). The write
+// empties the buffer. Callers hold mu.
+func (p *Partition) writeRunLocked(cfg *Config) error {
+	r := &p.w.run
+	if r.seg == nil {
+		return nil
+	}
+	defer func() {
+		r.drop()
+		p.w.encBuf = p.w.encBuf[:0]
+	}()
+	if len(r.batches) == 0 {
+		return nil
+	}
+	s := r.seg
+	raw := p.w.encBuf[:r.end]
+	if _, err := s.log.WriteAt(raw, r.pos0); err != nil {
+		s.w.ib = r.ib
+		if terr := s.log.Truncate(r.pos0); terr != nil {
 			p.logger.Warn("engine: cannot truncate after a failed write", "segment", s.LogPath(), "err", terr)
 		}
 		return fmt.Errorf("engine: append to %s: %w", s.LogPath(), err)
 	}
-	size := int64(len(raw))
-	if pos == 0 {
-		s.firstBatchTs.Store(maxTs)
+	var records int64
+	maxTs := s.maxTs.Load()
+	for i := range r.batches {
+		b := &r.batches[i]
+		records += int64(b.count)
+		maxTs = max(maxTs, b.maxTs)
 	}
-	entry := s.w.ib.add(last, maxTs, pos, size, cfg.IndexIntervalBytes)
+	if r.pos0 == 0 {
+		s.firstBatchTs.Store(r.batches[0].maxTs)
+	}
 	// Publish: bytes first, then the offsets that point into them.
-	s.size.Store(pos + size)
-	s.next.Store(last + 1)
+	s.size.Store(r.pos0 + int64(r.end))
+	s.next.Store(r.next)
 	if maxTs > s.maxTs.Load() {
 		s.maxTs.Store(maxTs)
 	}
-	p.logEnd.Store(last + 1)
-	if entry {
+	p.logEnd.Store(r.next)
+	if r.entries > 0 {
 		s.mu.Lock()
 		var err error
-		if s.mu.oidx != nil {
-			err = s.mu.oidx.Append(last, pos)
-		}
-		if err == nil && s.mu.tidx != nil && s.w.ib.maxTs >= 0 {
-			err = s.mu.tidx.MaybeAppend(s.w.ib.maxTs, s.w.ib.offsetOfMax, false)
+		for i := range r.batches {
+			b := &r.batches[i]
+			if !b.entry {
+				continue
+			}
+			if s.mu.oidx != nil {
+				err = errors.Join(err, s.mu.oidx.Append(b.last, r.pos0+int64(b.start)))
+			}
+			if s.mu.tidx != nil && b.tidxTs >= 0 {
+				err = errors.Join(err, s.mu.tidx.MaybeAppend(b.tidxTs, b.tidxOff, false))
+			}
 		}
 		s.mu.Unlock()
 		if err != nil {
 			p.logger.Warn("engine: index append failed", "segment", s.LogPath(), "err", err)
 		}
 	}
-	p.stats.bytesAppended.Add(size)
-	p.stats.recordsAppended.Add(int64(count))
-	p.stats.batchesAppended.Add(1)
+	p.stats.bytesAppended.Add(int64(r.end))
+	p.stats.recordsAppended.Add(records)
+	p.stats.batchesAppended.Add(int64(len(r.batches)))
 	return nil
 }
 
-// shouldRoll is Kafka's LogSegment.shouldRoll (kafka-formats.md §7.1).
+// shouldRoll is Kafka's LogSegment.shouldRoll (kafka-formats.md §7.1) for a
+// batch of size bytes appended now.
 func (p *Partition) shouldRoll(s *Segment, cfg *Config, size, last, maxTs, nowMs int64) bool {
-	cur := s.Size()
+	roll, _ := p.rollDue(s, cfg, 0, 0, -1, size, last, maxTs, nowMs)
+	return roll
+}
+
+// rollDue is shouldRoll for a batch that follows pending bytes not yet
+// written to s (holding pendingEntries index entries; firstPendingTs is the
+// max timestamp of the first pending batch). exact is false when the answer
+// depends on the pending index entries: write them, then ask again.
+func (p *Partition) rollDue(s *Segment, cfg *Config, pending int64, pendingEntries int, firstPendingTs, size, last, maxTs, nowMs int64) (roll, exact bool) {
+	cur := s.Size() + pending
 	if cur == 0 {
-		return last-s.base > math.MaxInt32 || s.base > last
+		return last-s.base > math.MaxInt32 || s.base > last, true
 	}
 	if cur > cfg.SegmentBytes-size {
-		return true
+		return true, true
 	}
-	if p.timeToRoll(s, cfg, maxTs, nowMs) {
-		return true
+	fb := firstPendingTs
+	if s.Size() > 0 {
+		fb = s.FirstBatchTime()
+	}
+	if p.timeToRoll(s, cfg, fb, maxTs, nowMs) {
+		return true, true
 	}
 	s.mu.RLock()
-	full := (s.mu.oidx != nil && s.mu.oidx.IsFull()) || (s.mu.tidx != nil && s.mu.tidx.IsFull())
+	full := (s.mu.oidx != nil && s.mu.oidx.Entries()+pendingEntries >= s.mu.oidx.MaxEntries()) ||
+		(s.mu.tidx != nil && s.mu.tidx.Entries()+pendingEntries >= s.mu.tidx.MaxEntries()-1)
 	s.mu.RUnlock()
-	return full || last-s.base > math.MaxInt32
+	if full && pendingEntries > 0 {
+		return false, false
+	}
+	return full || last-s.base > math.MaxInt32, true
 }
 
 // timeToRoll: the segment waited longer than segment.ms minus its jitter
-// (measured between record timestamps when the first batch has one).
-func (p *Partition) timeToRoll(s *Segment, cfg *Config, maxTs, nowMs int64) bool {
+// (measured between record timestamps when the first batch, whose max
+// timestamp is firstBatchTs, has one).
+func (p *Partition) timeToRoll(s *Segment, cfg *Config, firstBatchTs, maxTs, nowMs int64) bool {
 	maxMs := cfg.SegmentMs
 	if cfg.Compact() && cfg.MaxCompactionLagMs > 0 {
 		maxMs = min(maxMs, cfg.MaxCompactionLagMs)
 	}
 	var waited int64
-	if fb := s.FirstBatchTime(); fb >= 0 && maxTs >= 0 {
-		waited = maxTs - fb
+	if firstBatchTs >= 0 && maxTs >= 0 {
+		waited = maxTs - firstBatchTs
 	} else {
 		waited = nowMs - s.created.UnixMilli()
 	}
