@@ -72,13 +72,14 @@ func TestReaderSegmentsAndCodecs(t *testing.T) {
 	for _, codec := range []string{"none", "lz4", "zstd"} {
 		t.Run(codec, func(t *testing.T) {
 			cfg := testConfig()
+			cfg.SegmentBytes = 16 << 10
 			require.NoError(t, cfg.Set("compression.type", codec))
 			p := openTest(t, vfs.NewMem(), "t-0", cfg)
 			defer p.Close()
-			fillTest(t, p, 20_000, 37)
+			fillTest(t, p, 6_000, 37)
 			require.Greater(t, len(p.Segments()), 2, "several segments")
 			want := readAll(t, p)
-			require.Len(t, want, 20_000)
+			require.Len(t, want, 6_000)
 			for _, mode := range readerModes {
 				got, err := readWith(t, p, 0, mode)
 				require.NoError(t, err, modeName(mode))
@@ -158,9 +159,12 @@ func TestReaderCorruptByte(t *testing.T) {
 		{name: "magic", at: 16, set: func(byte) byte { return 7 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			const n = 3_000
+			cfg := testConfig()
+			cfg.SegmentBytes = 24 << 10
 			dir := filepath.Join(t.TempDir(), "t-0")
-			p := openTest(t, vfs.OS, dir, testConfig())
-			fillTest(t, p, 8_000, 20)
+			p := openTest(t, vfs.OS, dir, cfg)
+			fillTest(t, p, n, 20)
 			require.Greater(t, len(p.Segments()), 2)
 			// Pick a batch in the middle of the second segment.
 			snap := p.Snapshot()
@@ -194,7 +198,7 @@ func TestReaderCorruptByte(t *testing.T) {
 			}
 			require.NoError(t, f.Close())
 
-			p = openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly, o.CleanShutdown = true, true })
+			p = openTest(t, vfs.OS, dir, cfg, func(o *PartitionOptions) { o.ReadOnly, o.CleanShutdown = true, true })
 			defer p.Close()
 			for _, mode := range readerModes {
 				got, err := readWith(t, p, 0, mode)
@@ -206,7 +210,7 @@ func TestReaderCorruptByte(t *testing.T) {
 				if tc.readAfter {
 					got, err = readWith(t, p, badBase+20, mode)
 					require.NoError(t, err)
-					assert.Equal(t, seq(badBase+20, 8_000), offsetsOf(got))
+					assert.Equal(t, seq(badBase+20, n), offsetsOf(got))
 				}
 			}
 			assert.Positive(t, p.Stats().Corruptions)
@@ -258,7 +262,7 @@ func TestReaderConcurrentAppend(t *testing.T) {
 			}
 		}
 	})
-	for i := range 20 {
+	for i := range 8 {
 		mode := readerModes[i%len(readerModes)]
 		snap := p.Snapshot()
 		leo := snap.LogEndOffset
