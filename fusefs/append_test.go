@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"fmt"
+	"io"
+	"math/rand"
 	"strings"
 	"sync"
 	"syscall"
@@ -11,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // fakeLog records appends and fails them on demand.
@@ -221,4 +225,85 @@ func TestAppendHandleBackgroundError(t *testing.T) {
 	assert.Equal(t, syscall.ENOSPC, h.flush())
 	g.setFail(nil)
 	assert.Zero(t, h.flush(), "reported once")
+}
+
+// TestAppendHandleTopicLevelBatches appends keyed and keyless lines in
+// random chunks through a topic-level handle on a real log, with and
+// without linger.ms: every record lands once, keyed ones in Kafka's
+// partition for their key, in write order per partition, in batches of
+// about batch.size; keyless ones spread over the partitions.
+func TestAppendHandleTopicLevelBatches(t *testing.T) {
+	for _, linger := range []time.Duration{time.Hour, 0} {
+		t.Run(fmt.Sprint("linger ", linger), func(t *testing.T) {
+			cfg := engine.DefaultConfig()
+			d, err := engine.OpenLogDir(vfs.OS, t.TempDir(), engine.LogDirOptions{Defaults: cfg})
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			const parts = 4
+			tp, err := d.CreateTopic("t", parts)
+			require.NoError(t, err)
+			h := &appendHandle{
+				fsys: newFsys(d, Options{}), topic: tp, fixed: -1,
+				lc:         lineConfig{parseKey: true, separator: "\t", nullMarker: "NULL"},
+				maxMessage: 1 << 20, checkSize: true, batchSize: 2000, linger: linger,
+			}
+			rng := rand.New(rand.NewSource(3))
+			want := map[int][]string{} // keyed values by partition, in order
+			keyless := 0
+			var in strings.Builder
+			for i := range 20000 {
+				v := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", rng.Intn(60)))
+				if i%5 == 0 {
+					fmt.Fprintf(&in, "NULL\t%s\n", v)
+					keyless++
+					continue
+				}
+				k := fmt.Sprintf("key-%d", rng.Intn(500))
+				fmt.Fprintf(&in, "%s\t%s\n", k, v)
+				id := partitionForKey([]byte(k), parts)
+				want[id] = append(want[id], v)
+			}
+			data := in.String()
+			for len(data) > 0 {
+				n := min(len(data), 1+rng.Intn(200<<10))
+				got, errno := h.write([]byte(data[:n]))
+				require.Zero(t, errno)
+				require.Equal(t, uint32(n), got)
+				data = data[n:]
+			}
+			require.Zero(t, h.flush())
+
+			gotKeyless := 0
+			for id := range parts {
+				p, err := tp.Partition(id)
+				require.NoError(t, err)
+				r := p.NewReader(0, engine.ReaderOptions{NoPrefetch: true})
+				var keyed []string
+				var recs []record.Record
+				for {
+					b, err := r.Next()
+					if err == io.EOF {
+						break
+					}
+					require.NoError(t, err)
+					recs, err = b.Records(recs[:0])
+					require.NoError(t, err)
+					sz := int64(record.HeaderSize)
+					for i := range recs {
+						sz += recordSize(&recs[i]) - record.HeaderSize
+						if recs[i].Key == nil {
+							gotKeyless++
+							continue
+						}
+						assert.Equal(t, id, partitionForKey(recs[i].Key, parts))
+						keyed = append(keyed, string(recs[i].Value))
+					}
+					assert.Less(t, sz, 2*h.batchSize, "a batch ends at batch.size")
+				}
+				require.NoError(t, r.Close())
+				assert.Equal(t, want[id], keyed, "partition %d", id)
+			}
+			assert.Equal(t, keyless, gotKeyless)
+		})
+	}
 }
