@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -306,4 +307,14 @@ func TestAppendHandleTopicLevelBatches(t *testing.T) {
 			assert.Equal(t, keyless, gotKeyless)
 		})
 	}
+}
+
+// TestAppendFileBlksize: append files ask for MaxWrite-sized writes, so
+// cat and cp hand over 1 MiB per write(2), one WRITE each.
+func TestAppendFileBlksize(t *testing.T) {
+	a := &appendNode{fsys: newFsys(nil, Options{})}
+	var out fuse.AttrOut
+	require.Zero(t, a.Getattr(t.Context(), nil, &out))
+	assert.Equal(t, uint32(maxWrite), out.Blksize)
+	assert.Equal(t, uint32(syscall.S_IFREG), out.Mode&syscall.S_IFMT)
 }
