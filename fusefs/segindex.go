@@ -235,10 +235,25 @@ const (
 	chunkMax = 1 << 20
 )
 
-// chunkPool recycles chunkMax buffers between readers: a view handle gives
-// its chunks back when it reaches the end of the view, so idle handles
-// (tail -f) hold none.
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
+// Chunk buffers are recycled between readers in two sizes: chunkMin for
+// seeks (an open of by-offset/N reads one small chunk), chunkMax for
+// sequential reads. A view handle gives its chunks back when it reaches the
+// end of the view, so idle handles (tail -f) hold none.
+var (
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, chunkMin); return &b }}
+	bigChunks   = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
+)
+
+// chunkPoolFor is the pool of buffers of at least n bytes, if any.
+func chunkPoolFor(n int) *sync.Pool {
+	switch {
+	case n <= chunkMin:
+		return &smallChunks
+	case n <= chunkMax:
+		return &bigChunks
+	}
+	return nil
+}
 
 // chunk is file bytes of a segment from start; buf[:ok] are whole batches,
 // each verified (CRC and structure) when the chunk was loaded.
@@ -251,15 +266,16 @@ type chunk struct {
 
 func (c *chunk) holds(pos int64) bool { return pos >= c.start && pos < c.start+int64(c.ok) }
 
-// ensure makes buf n bytes long, from the pool when n <= chunkMax.
+// ensure makes buf n bytes long, from a pool when n <= chunkMax.
 func (c *chunk) ensure(n int) {
-	switch {
-	case n <= chunkMax && c.pool == nil:
-		c.pool = chunkPool.Get().(*[]byte)
-		c.buf = *c.pool
-	case cap(c.buf) < n:
+	if cap(c.buf) < n {
 		c.release()
-		c.buf = make([]byte, n)
+		if p := chunkPoolFor(n); p != nil {
+			c.pool = p.Get().(*[]byte)
+			c.buf = *c.pool
+		} else {
+			c.buf = make([]byte, n)
+		}
 	}
 	c.buf = c.buf[:n]
 }
@@ -267,7 +283,7 @@ func (c *chunk) ensure(n int) {
 // release gives a pooled buffer back; the chunk then holds nothing.
 func (c *chunk) release() {
 	if c.pool != nil {
-		chunkPool.Put(c.pool)
+		chunkPoolFor(cap(*c.pool)).Put(c.pool)
 	}
 	*c = chunk{}
 }

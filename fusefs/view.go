@@ -226,26 +226,54 @@ func (r *aheadResult) Done() {
 	}
 }
 
-// getBuf returns a read-ahead buffer of n bytes.
+// getBuf returns a read-ahead buffer of n bytes: a spare of the handle,
+// else one of the chunk pools (see chunkPoolFor).
 func (h *viewHandle) getBuf(n int) []byte {
 	h.amu.Lock()
-	defer h.amu.Unlock()
 	for len(h.spare) > 0 {
 		b := h.spare[len(h.spare)-1]
 		h.spare = h.spare[:len(h.spare)-1]
 		if cap(b) >= n {
+			h.amu.Unlock()
 			return b[:n]
 		}
+		poolBuf(b)
 	}
-	return make([]byte, n, readAheadMax)
+	h.amu.Unlock()
+	if p := chunkPoolFor(n); p != nil {
+		return (*p.Get().(*[]byte))[:n]
+	}
+	return make([]byte, n)
 }
 
-// putBuf keeps b for the next read ahead (two at most; none once released).
+// putBuf keeps b for the next read ahead (two at most; none once released
+// or idle).
 func (h *viewHandle) putBuf(b []byte) {
 	h.amu.Lock()
 	defer h.amu.Unlock()
 	if !h.done && len(h.spare) < 2 {
 		h.spare = append(h.spare, b)
+		return
+	}
+	poolBuf(b)
+}
+
+// dropSpares gives the spare buffers back to the pools.
+func (h *viewHandle) dropSpares() {
+	h.amu.Lock()
+	spare := h.spare
+	h.spare = nil
+	h.amu.Unlock()
+	for _, b := range spare {
+		poolBuf(b)
+	}
+}
+
+// poolBuf gives b back to the chunk pool of its size, if there is one.
+func poolBuf(b []byte) {
+	if p := chunkPoolFor(cap(b)); p != nil && (cap(b) == chunkMin || cap(b) == chunkMax) {
+		b = b[:cap(b)]
+		p.Put(&b)
 	}
 }
 
@@ -284,9 +312,11 @@ func (h *viewHandle) startAhead(st *viewState, off int64, n int) {
 func (h *viewHandle) stop() {
 	h.amu.Lock()
 	h.done = true
-	h.spare = nil
 	h.amu.Unlock()
-	h.takeAhead()
+	h.dropSpares()
+	if a := h.takeAhead(); a != nil {
+		poolBuf(a.buf)
+	}
 	h.mu.Lock()
 	h.cur.rd.free()
 	h.mu.Unlock()
@@ -382,9 +412,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		h.mu.Lock()
 		h.cur.idle()
 		h.mu.Unlock()
-		h.amu.Lock()
-		h.spare = nil
-		h.amu.Unlock()
+		h.dropSpares()
 	}
 	end := off + int64(n)
 	h.amu.Lock()
