@@ -204,6 +204,36 @@ func recordSizeBound(r *record.Record) int64 {
 // one run of its own).
 const maxRunBytes = 1 << 20
 
+// appendParams are what an append call needs of the configuration and the
+// clock, derived once per call (Config's methods parse strings).
+type appendParams struct {
+	cfg       *Config
+	codec     record.Codec
+	logAppend bool
+	maxBytes  int64 // min(max.message.bytes, segment.bytes)
+	rollMs    int64 // segment.ms, capped by max.compaction.lag.ms on compacted topics
+	now       time.Time
+	nowMs     int64
+}
+
+func newAppendParams(cfg *Config, now time.Time) appendParams {
+	return appendParams{
+		cfg: cfg, codec: configCodec(cfg), logAppend: cfg.LogAppendTime(),
+		maxBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), rollMs: rollAfterMs(cfg),
+		now: now, nowMs: now.UnixMilli(),
+	}
+}
+
+// rollAfterMs is how old (by timestamps or wall clock) an active segment may
+// grow: segment.ms, capped by max.compaction.lag.ms on compacted topics.
+func rollAfterMs(cfg *Config) int64 {
+	maxMs := cfg.SegmentMs
+	if cfg.Compact() && cfg.MaxCompactionLagMs > 0 {
+		maxMs = min(maxMs, cfg.MaxCompactionLagMs)
+	}
+	return maxMs
+}
+
 // Append encodes recs (Offset ignored; Timestamp < 0 means now; LogAppendTime
 // overrides) with the topic's compression.type into one or more batches no
 // larger than max.message.bytes, assigns offsets and appends them, rolling
@@ -244,15 +274,16 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 		return 0, 0, ErrClosed
 	}
 	first = p.logEnd.Load()
+	ap := newAppendParams(cfg, now)
 	for _, recs := range groups {
 		if len(recs) == 0 {
 			continue
 		}
-		if err = p.appendGroupLocked(recs, cfg, now); err != nil {
+		if err = p.appendGroupLocked(recs, &ap); err != nil {
 			break
 		}
 	}
-	if werr := p.writeRunLocked(cfg); err == nil {
+	if werr := p.writeRunLocked(); err == nil {
 		err = werr
 	}
 	p.trimBuffersLocked(cfg)
@@ -292,25 +323,21 @@ func (p *Partition) trimBuffersLocked(cfg *Config) {
 // than max.message.bytes and adds them to the run. If it fails before the
 // run was written, the group's batches are taken out of the run again.
 // Callers hold mu.
-func (p *Partition) appendGroupLocked(recs []record.Record, cfg *Config, now time.Time) error {
-	codec := configCodec(cfg)
-	nowMs := now.UnixMilli()
-	logAppend := cfg.LogAppendTime()
-	maxBytes := min(cfg.MaxMessageBytes, cfg.SegmentBytes)
+func (p *Partition) appendGroupLocked(recs []record.Record, ap *appendParams) error {
 	spec := record.BatchSpec{
-		Codec: codec, LogAppendTime: logAppend, ProducerID: -1, ProducerEpoch: -1,
+		Codec: ap.codec, LogAppendTime: ap.logAppend, ProducerID: -1, ProducerEpoch: -1,
 		BaseSequence: -1, PartitionLeaderEpoch: 0, DeleteHorizonMs: -1, LastOffsetDelta: -1,
 	}
 	// A record that cannot fit a batch on its own fails the whole group
 	// before anything of it is placed. Uncompressed groups that fit one
 	// batch need no check: encoding the batch is the check.
-	if codec != record.None {
-		if err := p.checkRecordSizesLocked(spec, recs, nowMs, maxBytes); err != nil {
+	if ap.codec != record.None {
+		if err := p.checkRecordSizesLocked(spec, recs, ap.nowMs, ap.maxBytes); err != nil {
 			return err
 		}
 	}
 	mark := p.w.run.mark(len(p.w.encBuf))
-	err := p.encodeGroupLocked(recs, spec, cfg, now, maxBytes)
+	err := p.encodeGroupLocked(recs, spec, ap)
 	if err != nil {
 		p.w.run.rewind(mark, &p.w.encBuf)
 	}
@@ -356,8 +383,8 @@ func (p *Partition) trialEncodeLocked(spec record.BatchSpec, r *record.Record, n
 }
 
 // encodeGroupLocked encodes recs batch by batch into the run.
-func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpec, cfg *Config, now time.Time, maxBytes int64) error {
-	nowMs := now.UnixMilli()
+func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpec, ap *appendParams) error {
+	nowMs, maxBytes := ap.nowMs, ap.maxBytes
 	base := p.nextOffsetLocked()
 	if spec.Codec == record.None {
 		// Hot path: straight from the caller's records, no copies of them.
@@ -381,7 +408,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 			}
 			b := runBatch{start: start, end: len(buf), first: spec.BaseOffset,
 				last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
-			if err := p.placeLocked(b, cfg, now); err != nil {
+			if err := p.placeLocked(b, ap); err != nil {
 				return err
 			}
 			k += info.Records
@@ -423,7 +450,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 		// the run; the spans after it stay where they are.
 		for _, sp := range spans {
 			b := runBatch{start: sp.start, end: sp.end, first: sp.first, last: sp.last, maxTs: sp.maxTs, count: sp.count}
-			if err := p.placeLocked(b, cfg, now); err != nil {
+			if err := p.placeLocked(b, ap); err != nil {
 				return err
 			}
 		}
@@ -521,9 +548,10 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		maxTs = now.UnixMilli()
 		record.SetLogAppendTime(buf, maxTs)
 	}
-	err = p.placeLocked(runBatch{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, cfg, now)
+	ap := newAppendParams(cfg, now)
+	err = p.placeLocked(runBatch{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
 	if err == nil {
-		err = p.writeRunLocked(cfg)
+		err = p.writeRunLocked()
 	}
 	if err != nil {
 		p.w.run.drop() // a failed place or write leaves nothing pending
@@ -645,10 +673,10 @@ func (p *Partition) nextOffsetLocked() int64 {
 // yet, in order; b is the first of them. If b belongs in a new segment,
 // placeLocked writes the run and rolls first. If the run was written (then
 // it is empty), b moves down to the run's end. Callers hold mu.
-func (p *Partition) placeLocked(b runBatch, cfg *Config, now time.Time) error {
+func (p *Partition) placeLocked(b runBatch, ap *appendParams) error {
 	r := &p.w.run
+	cfg := ap.cfg
 	size := int64(b.end - b.start)
-	nowMs := now.UnixMilli()
 	for {
 		s := p.active()
 		if r.seg == nil {
@@ -658,15 +686,15 @@ func (p *Partition) placeLocked(b runBatch, cfg *Config, now time.Time) error {
 		if len(r.batches) > 0 {
 			firstTs = r.batches[0].maxTs
 		}
-		roll, exact := p.rollDue(s, cfg, int64(r.end), r.entries, firstTs, size, b.last, b.maxTs, nowMs)
+		roll, exact := p.rollDue(s, ap, int64(r.end), r.entries, firstTs, size, b.last, b.maxTs)
 		if !exact {
-			if err := p.writeRunLocked(cfg); err != nil {
+			if err := p.writeRunLocked(); err != nil {
 				return err
 			}
 			continue
 		}
 		if roll {
-			if err := p.writeRunLocked(cfg); err != nil {
+			if err := p.writeRunLocked(); err != nil {
 				return err
 			}
 			if err := p.rollLocked(b.first, cfg); err != nil {
@@ -694,7 +722,7 @@ func (p *Partition) placeLocked(b runBatch, cfg *Config, now time.Time) error {
 	r.end = b.end
 	r.next = b.last + 1
 	if r.end >= maxRunBytes {
-		return p.writeRunLocked(cfg)
+		return p.writeRunLocked()
 	}
 	return nil
 }
@@ -704,7 +732,7 @@ func (p *Partition) placeLocked(b runBatch, cfg *Config, now time.Time) error {
 // entries. On failure nothing of the run is published and the bytes are
 // truncated away (best effort: recovery truncates them anyway). The write
 // empties the buffer. Callers hold mu.
-func (p *Partition) writeRunLocked(cfg *Config) error {
+func (p *Partition) writeRunLocked() error {
 	r := &p.w.run
 	if r.seg == nil {
 		return nil
@@ -768,30 +796,33 @@ func (p *Partition) writeRunLocked(cfg *Config) error {
 	return nil
 }
 
-// shouldRoll is Kafka's LogSegment.shouldRoll (kafka-formats.md §7.1) for a
-// batch of size bytes appended now.
-func (p *Partition) shouldRoll(s *Segment, cfg *Config, size, last, maxTs, nowMs int64) bool {
-	roll, _ := p.rollDue(s, cfg, 0, 0, -1, size, last, maxTs, nowMs)
-	return roll
-}
-
-// rollDue is shouldRoll for a batch that follows pending bytes not yet
-// written to s (holding pendingEntries index entries; firstPendingTs is the
-// max timestamp of the first pending batch). exact is false when the answer
+// rollDue is Kafka's LogSegment.shouldRoll (kafka-formats.md §7.1) for a
+// batch of size bytes that follows pending bytes not yet written to s
+// (holding pendingEntries index entries; firstPendingTs is the max
+// timestamp of the first pending batch). exact is false when the answer
 // depends on the pending index entries: write them, then ask again.
-func (p *Partition) rollDue(s *Segment, cfg *Config, pending int64, pendingEntries int, firstPendingTs, size, last, maxTs, nowMs int64) (roll, exact bool) {
+func (p *Partition) rollDue(s *Segment, ap *appendParams, pending int64, pendingEntries int, firstPendingTs, size, last, maxTs int64) (roll, exact bool) {
 	cur := s.Size() + pending
 	if cur == 0 {
 		return last-s.base > math.MaxInt32 || s.base > last, true
 	}
-	if cur > cfg.SegmentBytes-size {
+	if cur > ap.cfg.SegmentBytes-size {
 		return true, true
 	}
+	// timeToRoll: the segment waited longer than segment.ms minus its
+	// jitter (measured between record timestamps when the first batch has
+	// one).
 	fb := firstPendingTs
 	if s.Size() > 0 {
 		fb = s.FirstBatchTime()
 	}
-	if p.timeToRoll(s, cfg, fb, maxTs, nowMs) {
+	var waited int64
+	if fb >= 0 && maxTs >= 0 {
+		waited = maxTs - fb
+	} else {
+		waited = ap.nowMs - s.created.UnixMilli()
+	}
+	if waited > ap.rollMs-s.w.rollJitterMs {
 		return true, true
 	}
 	s.mu.RLock()
@@ -802,23 +833,6 @@ func (p *Partition) rollDue(s *Segment, cfg *Config, pending int64, pendingEntri
 		return false, false
 	}
 	return full || last-s.base > math.MaxInt32, true
-}
-
-// timeToRoll: the segment waited longer than segment.ms minus its jitter
-// (measured between record timestamps when the first batch, whose max
-// timestamp is firstBatchTs, has one).
-func (p *Partition) timeToRoll(s *Segment, cfg *Config, firstBatchTs, maxTs, nowMs int64) bool {
-	maxMs := cfg.SegmentMs
-	if cfg.Compact() && cfg.MaxCompactionLagMs > 0 {
-		maxMs = min(maxMs, cfg.MaxCompactionLagMs)
-	}
-	var waited int64
-	if firstBatchTs >= 0 && maxTs >= 0 {
-		waited = maxTs - firstBatchTs
-	} else {
-		waited = nowMs - s.created.UnixMilli()
-	}
-	return waited > maxMs-s.w.rollJitterMs
 }
 
 // MaybeRoll rolls a non-empty active segment older than segment.ms (minus
@@ -842,10 +856,7 @@ func (p *Partition) MaybeRoll() (bool, error) {
 	}
 	// By wall-clock age, not record timestamps: a quiet topic fed with
 	// historical timestamps must not roll at every call.
-	maxMs := cfg.SegmentMs
-	if cfg.Compact() && cfg.MaxCompactionLagMs > 0 {
-		maxMs = min(maxMs, cfg.MaxCompactionLagMs)
-	}
+	maxMs := rollAfterMs(cfg)
 	if p.now().Sub(s.created).Milliseconds() <= maxMs-s.w.rollJitterMs {
 		return false, nil
 	}

@@ -335,9 +335,17 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	}
 	limit := min(maxBytes, math.MaxInt32) - HeaderSize
 	// Pass 1: how many records fit, their sizes and the largest timestamp.
-	szp := sizesPool.Get().(*[]int32)
-	defer putSizes(szp)
-	sizes := (*szp)[:0]
+	// Small batches keep the sizes on the stack.
+	var small [64]int32
+	sizes := small[:0]
+	if len(recs) > len(small) {
+		szp := sizesPool.Get().(*[]int32)
+		if c := min(len(recs), 1<<20); cap(*szp) < c {
+			*szp = make([]int32, 0, c)
+		}
+		defer putSizes(szp)
+		sizes = (*szp)[:0]
+	}
 	n, body := 0, 0
 	maxTs := int64(math.MinInt64)
 	for i := range min(len(recs), math.MaxInt32) {
@@ -369,7 +377,6 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		sizes = append(sizes, int32(sz))
 		n++
 	}
-	*szp = sizes
 	if n == 0 {
 		sz := recordBodySize(&recs[0], 0, 0)
 		return dst, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
@@ -414,9 +421,11 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
 	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
 	be.PutUint32(h[offRecordCount:], uint32(n))
-	crc := crc32.Update(0, castagnoli, h[offAttributes:])
+	// The CRC covers attributes..end: the header's tail is folded in with
+	// the first records (one call for a small batch).
+	crc := uint32(0)
 	w := start + HeaderSize
-	mark := w
+	mark := start + offAttributes
 	for i, sz := range sizes {
 		r := &recs[i]
 		ts := r.Timestamp

@@ -154,16 +154,18 @@ func TestEncodeSequentialCRCStrides(t *testing.T) {
 }
 
 func TestEncodeSequentialNoAllocs(t *testing.T) {
-	recs := valueRecords(1000, 100, 0, 1_700_000_000_000)
-	spec := NewBatchSpec(0)
-	buf := make([]byte, 0, EncodedSizeUpperBound(recs))
-	allocs := testing.AllocsPerRun(20, func() {
-		out, _, err := EncodeSequential(buf[:0], spec, recs, 1, 1<<30)
-		if err != nil || len(out) == 0 {
-			t.Fatal(err)
-		}
-	})
-	assert.Zero(t, allocs)
+	for _, n := range []int{1, 64, 65, 1000, 5000} {
+		recs := valueRecords(n, 100, 0, 1_700_000_000_000)
+		spec := NewBatchSpec(0)
+		buf := make([]byte, 0, EncodedSizeUpperBound(recs))
+		allocs := testing.AllocsPerRun(20, func() {
+			out, _, err := EncodeSequential(buf[:0], spec, recs, 1, 1<<30)
+			if err != nil || len(out) == 0 {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, allocs, "%d records", n)
+	}
 }
 
 // FuzzEncodeSequential: for any records and limit, EncodeSequential writes
