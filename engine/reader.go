@@ -22,7 +22,9 @@ import (
 //
 // A Reader is not safe for concurrent use: one goroutine calls Next and
 // Close. The partition's writer may append concurrently; the reader stops at
-// the snapshot's LogEndOffset.
+// the snapshot's LogEndOffset. Always Close a Reader: until then it holds the
+// snapshot's segments (their files stay open, also after retention removed
+// them) and, once Next was called, its prefetch goroutine.
 type Reader struct {
 	snap *Snapshot
 	prod producer
