@@ -78,6 +78,7 @@ type Partition struct {
 	w  struct {
 		encBuf    []byte // encoded batches of the pending run
 		run       appendRun
+		params    appendParams // parsed config of the last append call
 		recBuf    []record.Record
 		spans     []batchSpan
 		unflushed int64 // records appended since the last flush
@@ -216,12 +217,18 @@ type appendParams struct {
 	nowMs     int64
 }
 
-func newAppendParams(cfg *Config, now time.Time) appendParams {
-	return appendParams{
-		cfg: cfg, codec: configCodec(cfg), logAppend: cfg.LogAppendTime(),
-		maxBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), rollMs: rollAfterMs(cfg),
-		now: now, nowMs: now.UnixMilli(),
+// appendParamsLocked derives the call's parameters; the parsed config
+// values are cached per configuration (SetConfig installs a new pointer).
+// Callers hold mu.
+func (p *Partition) appendParamsLocked(cfg *Config, now time.Time) appendParams {
+	c := &p.w.params
+	if c.cfg != cfg {
+		*c = appendParams{cfg: cfg, codec: configCodec(cfg), logAppend: cfg.LogAppendTime(),
+			maxBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), rollMs: rollAfterMs(cfg)}
 	}
+	ap := *c
+	ap.now, ap.nowMs = now, now.UnixMilli()
+	return ap
 }
 
 // rollAfterMs is how old (by timestamps or wall clock) an active segment may
@@ -274,7 +281,7 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 		return 0, 0, ErrClosed
 	}
 	first = p.logEnd.Load()
-	ap := newAppendParams(cfg, now)
+	ap := p.appendParamsLocked(cfg, now)
 	for _, recs := range groups {
 		if len(recs) == 0 {
 			continue
@@ -548,7 +555,7 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		maxTs = now.UnixMilli()
 		record.SetLogAppendTime(buf, maxTs)
 	}
-	ap := newAppendParams(cfg, now)
+	ap := p.appendParamsLocked(cfg, now)
 	err = p.placeLocked(runBatch{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
 	if err == nil {
 		err = p.writeRunLocked()
