@@ -243,28 +243,34 @@ type appendHandle struct {
 	sticky int          // keyless records of a topic-level file go here, round robin by batch
 	timer  *time.Timer
 	err    error // from a background (linger or job) append; returned by the next call
-	job    *appendJob
+	// jobs are the background appends in flight, oldest first (at most
+	// maxJobs): each runs after the one before it, so the engine goes
+	// from one WRITE's batches straight to the next.
+	jobs []*appendJob
 	// skipping is set while the rest of a too-long line arrives.
 	skipping bool
 	// broken is set when a write failed after a line was begun: the begun
 	// line is dropped at close unless a later write completes it.
 	broken bool
 	// Reused buffers, so a write allocates nothing in the steady state:
-	// recs is write's record scratch; bulk holds the lines of a WRITE
-	// whose full batches are appended in the background (two: one for
-	// the job in flight, one for the WRITE being framed); arena holds the
-	// bytes of records still pending after their WRITE returned; join is
-	// a line begun in an earlier WRITE joined with its end; tail is the
-	// spare buffer of the unterminated rest; spareJob is a finished job.
-	recs     []record.Record
-	sizes    []int64
-	bulk     [2][]byte
-	nextBulk int
-	arena    []byte
-	join     []byte
-	tail     []byte
-	spareJob *appendJob
+	// recs and sizes are write's scratch; bulk holds the lines of WRITEs
+	// whose full batches are appended in the background (one per job in
+	// flight and one for the WRITE being framed); arena holds the bytes
+	// of records still pending after their WRITE returned; join is a
+	// line begun in an earlier WRITE joined with its end; tail is the
+	// spare buffer of the unterminated rest; spareJobs are finished jobs.
+	recs      []record.Record
+	sizes     []int64
+	bulk      [maxJobs + 1][]byte
+	arena     []byte
+	join      []byte
+	tail      []byte
+	spareJobs []*appendJob
 }
+
+// maxJobs is how many WRITEs' batches may be in flight per handle: two,
+// so one is queued when the engine finishes the other.
+const maxJobs = 2
 
 // recordSize is the exact size of r alone in an uncompressed v2 batch.
 func recordSize(r *record.Record) int64 {
@@ -347,13 +353,9 @@ func (h *appendHandle) failed(err error) (uint32, syscall.Errno) {
 func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.job != nil {
-		select {
-		case <-h.job.done:
-			if err := h.reap(); err != nil && h.err == nil {
-				h.err = err
-			}
-		default:
+	for len(h.jobs) > 0 && h.jobs[0].finished() {
+		if err := h.reap(); err != nil && h.err == nil {
+			h.err = err
 		}
 	}
 	if err := h.takeErr(); err != nil {
@@ -393,11 +395,9 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	if async && !h.jsonl {
 		// Full batches are appended after Write returns, when go-fuse has
 		// reused data: frame a copy (with the begun line in front).
-		bulk = h.nextBulk
-		if h.job != nil && h.job.bulk == bulk {
-			if err := h.reap(); err != nil {
-				return h.failed(err)
-			}
+		var err error
+		if bulk, err = h.freeBulk(); err != nil {
+			return h.failed(err)
 		}
 		buf := append(append(h.bulk[bulk][:0], partial...), lines...)
 		if cap(buf) <= 2*maxWrite {
@@ -468,8 +468,8 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		sizes = append(sizes, size)
 	}
 	h.sizes = sizes[:0]
-	if async && h.job != nil {
-		// The previous WRITE's batches go first (and its error is this
+	for async && len(h.jobs) >= maxJobs {
+		// Wait for room (an error of an earlier WRITE's batches is this
 		// write's).
 		if err := h.reap(); err != nil {
 			clear(recs[base:])
@@ -493,31 +493,18 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	}
 	if len(job.items) > 0 {
 		if async {
-			h.job = job
-			go func() {
-				job.run()
-				close(job.done)
-			}()
-		} else {
-			job.run()
-			close(job.done)
-			h.job = job
-			if err := h.reap(); err != nil {
-				// The write failed (disk full, ...): keep the framing as
-				// it was before it, so a retry of the same bytes
-				// continues the line. If a line was begun by an earlier
-				// write, it is incomplete now and must not become a
-				// record at close.
-				h.dirty = h.dirty[:0]
-				h.broken = len(h.split.partial) > 0
-				return 0, h.fsys.errno("write", err)
-			}
+			h.start(job)
+		} else if err := h.runNow(job); err != nil {
+			// The write failed (disk full, ...): keep the framing as it
+			// was before it, so a retry of the same bytes continues the
+			// line. If a line was begun by an earlier write, it is
+			// incomplete now and must not become a record at close.
+			h.dirty = h.dirty[:0]
+			h.broken = len(h.split.partial) > 0
+			return 0, h.fsys.errno("write", err)
 		}
 	} else {
-		h.spareJob = job
-	}
-	if bulk >= 0 {
-		h.nextBulk ^= 1
+		h.spareJobs = append(h.spareJobs, job)
 	}
 	h.keep()
 	h.setTail(nil, data[last+1:])
@@ -693,9 +680,10 @@ func (h *appendHandle) take(job *appendJob, id int, pb *partBatch, all bool, n i
 
 // newJob returns an empty job, reusing a finished one.
 func (h *appendHandle) newJob() *appendJob {
-	j := h.spareJob
-	h.spareJob = nil
-	if j == nil {
+	var j *appendJob
+	if k := len(h.spareJobs); k > 0 {
+		j, h.spareJobs = h.spareJobs[k-1], h.spareJobs[:k-1]
+	} else {
 		j = &appendJob{}
 	}
 	for i := range j.items {
@@ -708,15 +696,86 @@ func (h *appendHandle) newJob() *appendJob {
 	return j
 }
 
-// reap waits for the job in flight, recycles its buffers and returns its
-// error. The caller holds h.mu.
+func (j *appendJob) finished() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// start runs job in the background after the jobs in flight. The caller
+// holds h.mu.
+func (h *appendHandle) start(job *appendJob) {
+	var prev chan struct{}
+	if k := len(h.jobs); k > 0 {
+		prev = h.jobs[k-1].done
+	}
+	h.jobs = append(h.jobs, job)
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		job.run()
+		close(job.done)
+	}()
+}
+
+// runNow runs job in the caller's goroutine, after the jobs in flight, and
+// returns its error (or theirs). The caller holds h.mu.
+func (h *appendHandle) runNow(job *appendJob) error {
+	first := h.reapAll()
+	job.run()
+	close(job.done)
+	h.jobs = append(h.jobs, job)
+	if err := h.reap(); first == nil {
+		first = err
+	}
+	return first
+}
+
+// freeBulk returns a bulk buffer no job in flight uses, waiting for the
+// oldest job if need be. The caller holds h.mu.
+func (h *appendHandle) freeBulk() (int, error) {
+	for {
+		var used [maxJobs + 1]bool
+		for _, j := range h.jobs {
+			if j.bulk >= 0 {
+				used[j.bulk] = true
+			}
+		}
+		for i, u := range used {
+			if !u {
+				return i, nil
+			}
+		}
+		if err := h.reap(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// reapAll waits for every job in flight and returns the first error.
+func (h *appendHandle) reapAll() error {
+	var first error
+	for len(h.jobs) > 0 {
+		if err := h.reap(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// reap waits for the oldest job in flight, recycles its buffers and
+// returns its error. The caller holds h.mu.
 func (h *appendHandle) reap() error {
-	j := h.job
-	if j == nil {
+	if len(h.jobs) == 0 {
 		return nil
 	}
+	j := h.jobs[0]
 	<-j.done
-	h.job = nil
+	h.jobs = append(h.jobs[:0], h.jobs[1:]...)
 	for i := range j.items {
 		it := &j.items[i]
 		if h.jsonl {
@@ -730,7 +789,7 @@ func (h *appendHandle) reap() error {
 		}
 		clear(it.groups)
 	}
-	h.spareJob = j
+	h.spareJobs = append(h.spareJobs, j)
 	return j.err
 }
 
@@ -779,8 +838,10 @@ func (h *appendHandle) keep() {
 // arenaFree reports whether no pending record and no record in flight
 // aliases the arena. The caller holds h.mu.
 func (h *appendHandle) arenaFree() bool {
-	if h.job != nil && h.job.arena {
-		return false
+	for _, j := range h.jobs {
+		if j.arena {
+			return false
+		}
 	}
 	for _, pb := range h.parts {
 		if pb != nil && pb.stable > 0 {
@@ -805,7 +866,7 @@ func (h *appendHandle) pending() bool {
 const arenaSize = maxWrite
 
 // maxIdleRecords bounds the record slice a handle keeps for reuse.
-const maxIdleRecords = 1 << 14
+const maxIdleRecords = 1 << 15
 
 // appendAll appends every buffered batch, after the job in flight. The
 // caller holds h.mu.
@@ -814,7 +875,7 @@ func (h *appendHandle) appendAll() error {
 		h.timer.Stop()
 		h.timer = nil
 	}
-	first := h.reap()
+	first := h.reapAll()
 	n := 0
 	if h.fixed < 0 && h.topic != nil {
 		n = len(h.topic.Partitions())
@@ -825,10 +886,7 @@ func (h *appendHandle) appendAll() error {
 			h.take(job, id, pb, true, n)
 		}
 	}
-	job.run()
-	close(job.done)
-	h.job = job
-	if err := h.reap(); err != nil && first == nil {
+	if err := h.runNow(job); err != nil && first == nil {
 		first = err
 	}
 	return first
@@ -896,6 +954,10 @@ func (h *appendHandle) flush() syscall.Errno {
 	if serr := h.takeErr(); err == nil {
 		err = serr
 	}
+	// Nothing is in flight or pending now: an idle open handle keeps no
+	// WRITE-sized buffers.
+	h.bulk = [maxJobs + 1][]byte{}
+	h.arena = nil
 	h.awaitNotified()
 	return h.fsys.errno("flush", err)
 }

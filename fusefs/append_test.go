@@ -201,23 +201,34 @@ func TestAppendHandleOneEngineCallPerWrite(t *testing.T) {
 }
 
 // TestAppendHandleBackgroundError: with linger.ms the full batches of a
-// WRITE are appended after it returns; their failure is the next write's
-// errno, and nothing of that write is applied.
+// WRITE are appended after it returns; their failure is the errno of a
+// later write (at the latest the one that must wait for room) or of close,
+// and nothing of the refused write is applied.
 func TestAppendHandleBackgroundError(t *testing.T) {
 	g := &groupLog{}
 	h := newTestHandle(g, 1000)
 	h.batchSize, h.linger = 1, time.Hour // every record is a full batch
 	g.setFail(syscall.ENOSPC)
-	n, errno := h.write([]byte("lost-1\nlost-2\n"))
-	require.Zero(t, errno, "validated lines are accepted; the append runs in the background")
-	require.Equal(t, uint32(14), n)
-	_, errno = h.write([]byte("refused\n"))
-	assert.Equal(t, syscall.ENOSPC, errno, "the background failure is the next call's")
+	refused := false
+	for i := 0; i <= maxJobs && !refused; i++ {
+		n, errno := h.write([]byte(fmt.Sprintf("w%d-1\nw%d-2\n", i, i)))
+		if errno == syscall.ENOSPC {
+			refused = true
+			break
+		}
+		require.Zero(t, errno, "validated lines are accepted; the append runs in the background")
+		require.Equal(t, uint32(10), n)
+	}
+	require.True(t, refused, "a background failure is a later write's errno")
+	if errno := h.flush(); errno != 0 {
+		assert.Equal(t, syscall.ENOSPC, errno, "what was still in flight failed too")
+	}
 	g.setFail(nil)
-	_, errno = h.write([]byte("kept\npart"))
+	require.Zero(t, h.flush(), "reported once")
+	_, errno := h.write([]byte("kept\npart"))
 	require.Zero(t, errno)
 	require.Zero(t, h.flush())
-	assert.Equal(t, []string{"kept", "part"}, g.values())
+	assert.Equal(t, []string{"kept", "part"}, g.values(), "nothing of the failed or refused writes")
 
 	// At close the failure of the last background append is close's.
 	g.setFail(syscall.ENOSPC)
