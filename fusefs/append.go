@@ -158,8 +158,9 @@ type partBatch struct {
 	bytes int64
 	// cuts are the ends (in recs) of the full batches of this write.
 	cuts []int
-	// spare is an emptied record slice, reused when full batches leave.
-	spare []record.Record
+	// spares are emptied record slices (one per job that can be in
+	// flight, and one more), reused when full batches leave.
+	spares [][]record.Record
 	// dirty: routed to in the current write (listed in h.dirty).
 	dirty   bool
 	touched bool // appended to since open (fsync flushes it)
@@ -671,8 +672,11 @@ func (h *appendHandle) take(job *appendJob, id int, pb *partBatch, all bool, n i
 		job.arena = true
 	}
 	rest := pb.recs[end:]
-	pb.recs = append(pb.spare[:0], rest...)
-	pb.spare = nil
+	var spare []record.Record
+	if k := len(pb.spares); k > 0 {
+		spare, pb.spares = pb.spares[k-1], pb.spares[:k-1]
+	}
+	pb.recs = append(spare, rest...)
 	pb.stable = max(pb.stable-end, 0)
 	pb.cuts = pb.cuts[:0]
 	pb.touched, pb.written = true, true
@@ -784,8 +788,8 @@ func (h *appendHandle) reap() error {
 			// keeps anyway, and clearing them costs a pass per WRITE.
 			clear(it.recs)
 		}
-		if it.pb.spare == nil && cap(it.recs) <= maxIdleRecords {
-			it.pb.spare = it.recs[:0]
+		if len(it.pb.spares) <= maxJobs && cap(it.recs) <= maxIdleRecords {
+			it.pb.spares = append(it.pb.spares, it.recs[:0])
 		}
 		clear(it.groups)
 	}
