@@ -324,6 +324,9 @@ func (p *Partition) trimBuffersLocked(cfg *Config) {
 	if cap(p.w.recBuf) > 1<<16 {
 		p.w.recBuf = nil
 	}
+	if cap(p.w.run.batches) > 1<<14 {
+		p.w.run.batches = nil
+	}
 }
 
 // appendGroupLocked validates recs, encodes them into batches no larger
