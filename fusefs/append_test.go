@@ -329,3 +329,82 @@ func TestAppendFileBlksize(t *testing.T) {
 	assert.Equal(t, uint32(maxWrite), out.Blksize)
 	assert.Equal(t, uint32(syscall.S_IFREG), out.Mode&syscall.S_IFMT)
 }
+
+// flakyLog fails AppendEach calls at random (seeded).
+type flakyLog struct {
+	groupLog
+	rng      *rand.Rand
+	failures int
+}
+
+func (f *flakyLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+	f.mu.Lock()
+	fail := f.rng.Intn(4) == 0
+	if fail {
+		f.failures++
+	}
+	f.mu.Unlock()
+	if fail {
+		return 0, 0, syscall.ENOSPC
+	}
+	return f.groupLog.AppendEach(groups)
+}
+
+// TestAppendHandleRandomFailures writes whole lines in random chunks while
+// the partition fails a quarter of its appends (in the background with
+// linger.ms, in Write without): records appear at most once and in order,
+// never from a refused write, and every failure is reported by a write or
+// a close.
+func TestAppendHandleRandomFailures(t *testing.T) {
+	for _, linger := range []time.Duration{time.Hour, 0} {
+		t.Run(fmt.Sprint("linger ", linger), func(t *testing.T) {
+			f := &flakyLog{rng: rand.New(rand.NewSource(11))}
+			h := newTestHandle(f, 1000)
+			h.batchSize, h.linger = 200, linger
+			rng := rand.New(rand.NewSource(5))
+			refused := map[string]bool{}
+			var order []string // every line written, in order
+			errors := 0
+			for i := 0; i < 3000; {
+				var chunk []string
+				for n := 1 + rng.Intn(40); n > 0; n-- {
+					chunk = append(chunk, fmt.Sprintf("l%d-%s", i, strings.Repeat("x", rng.Intn(30))))
+					i++
+				}
+				order = append(order, chunk...)
+				data := strings.Join(chunk, "\n") + "\n"
+				n, errno := h.write([]byte(data))
+				if errno != 0 {
+					require.Equal(t, syscall.ENOSPC, errno)
+					errors++
+					for _, l := range chunk {
+						refused[l] = true
+					}
+					continue
+				}
+				require.Equal(t, uint32(len(data)), n)
+				if rng.Intn(50) == 0 {
+					if h.flush() != 0 {
+						errors++
+					}
+				}
+			}
+			if h.flush() != 0 {
+				errors++
+			}
+			got := f.values()
+			assert.NotEmpty(t, got)
+			assert.Positive(t, errors, "failures are reported")
+			assert.LessOrEqual(t, errors, f.failures, "only failures are reported")
+			pos := 0
+			for _, l := range got {
+				assert.False(t, refused[l], "%s was in a refused write", l)
+				for pos < len(order) && order[pos] != l {
+					pos++
+				}
+				require.Less(t, pos, len(order), "%s out of order or twice", l)
+				pos++
+			}
+		})
+	}
+}
