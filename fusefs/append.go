@@ -170,8 +170,11 @@ type partBatch struct {
 // appendJob is one call to the engine per partition: the full batches of
 // one WRITE (or everything pending, on close, fsync and linger.ms). With
 // linger.ms > 0 the job of a WRITE runs in the background while the writer
-// sends the next WRITE (at most one job per handle is in flight); its error
-// is returned by the handle's next call, as a linger append's is.
+// sends the next WRITEs (at most maxJobs jobs per handle are in flight,
+// each starting when the one before it ends); its error is returned by a
+// later write of the handle (at the latest the one that waits for room)
+// or by close, as a linger append's is. With linger.ms 0 every job runs
+// inside the Write that made it.
 type appendJob struct {
 	items []jobItem
 	bulk  int  // the bulk buffer its records alias, -1: none
@@ -223,8 +226,10 @@ func appendGroups(p partitionLog, groups [][]record.Record) error {
 // Lines are framed per handle, so concurrent writers never interleave
 // inside a record. Complete lines are parsed and validated inside Write (so
 // the writer's write(2) reports a bad line) and buffered; a batch is
-// appended when it reaches batch.size, when linger.ms passes (a timer), on
-// every close (Flush) and on fsync (which also makes it durable).
+// appended when it reaches batch.size (the full batches of a WRITE in one
+// engine call per partition, in the background with linger.ms > 0), when
+// linger.ms passes (a timer), on every close (Flush) and on fsync (which
+// also makes it durable). Close and fsync wait for the background appends.
 type appendHandle struct {
 	fsys       *fsys
 	topic      *engine.Topic
