@@ -52,21 +52,26 @@ func TestAppendHandleReusesBuffers(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendWrite feeds 128 KiB WRITEs of 100-byte lines (cat >
-// append) to a handle whose partition discards them.
+// BenchmarkAppendWrite feeds WRITEs of 100-byte lines (cat > append: 128
+// KiB, or 1 MiB with the append file's st_blksize) to a handle whose
+// partition discards them.
 func BenchmarkAppendWrite(b *testing.B) {
-	line := strings.Repeat("v", 99) + "\n"
-	data := []byte(strings.Repeat(line, (128<<10)/len(line)+1)[:128<<10])
-	h := newTestHandle(discardLog{}, 1<<20)
-	h.batchSize, h.linger = 16<<10, time.Hour
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, errno := h.write(data); errno != 0 {
-			b.Fatal(errno)
-		}
+	for _, size := range []int{128 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			line := strings.Repeat("v", 99) + "\n"
+			data := []byte(strings.Repeat(line, size/len(line)+1)[:size])
+			h := newTestHandle(discardLog{}, 1<<20)
+			h.batchSize, h.linger = 16<<10, time.Hour
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, errno := h.write(data); errno != 0 {
+					b.Fatal(errno)
+				}
+			}
+			h.flush()
+		})
 	}
-	h.flush()
 }
 
 // discardLog accepts appends and keeps nothing.
