@@ -78,26 +78,26 @@ func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []b
 		baseTs = b.BaseTimestamp
 		p      = 0
 	)
+	baseOff := b.BaseOffset
 	for i := range count {
 		// Decode in place: no 88-byte Record copied per record.
 		dst = dst[:start+i+1]
 		r := &dst[start+i]
-		n := decodeSimple(r, data[p:])
-		if n > 0 {
+		if next := decodeWindow(r, data, p, baseOff, baseTs); next > 0 {
+			p = next
 			r.Headers = nil
 		} else {
-			var err error
-			if n, err = decodeRecordInto(r, data[p:], false); err != nil {
+			n, err := decodeRecordInto(r, data[p:], false)
+			if err != nil {
 				clear(dst[start:])
 				return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
 			}
+			p += n
+			r.Offset += baseOff
+			r.Timestamp += baseTs
 		}
-		p += n
-		r.Offset += b.BaseOffset
 		if lat {
 			r.Timestamp = b.MaxTimestamp
-		} else {
-			r.Timestamp += baseTs
 		}
 	}
 	if p != len(data) {
@@ -192,22 +192,24 @@ func (b *Batch) EachRecord(scratch []byte, fn func(*Record) error) ([]byte, erro
 		baseTs = b.BaseTimestamp
 		p      = 0
 	)
+	baseOff := b.BaseOffset
 	for i := range count {
-		n := decodeSimple(&r, data[p:])
-		if n > 0 {
-			r.Headers = r.Headers[:0]
+		if next := decodeWindow(&r, data, p, baseOff, baseTs); next > 0 {
+			p = next
+			if len(r.Headers) != 0 { // left by a record with headers
+				r.Headers = r.Headers[:0]
+			}
 		} else {
-			var err error
-			if n, err = decodeRecordInto(&r, data[p:], true); err != nil {
+			n, err := decodeRecordInto(&r, data[p:], true)
+			if err != nil {
 				return scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
 			}
+			p += n
+			r.Offset += baseOff
+			r.Timestamp += baseTs
 		}
-		p += n
-		r.Offset += b.BaseOffset
 		if lat {
 			r.Timestamp = b.MaxTimestamp
-		} else {
-			r.Timestamp += baseTs
 		}
 		if err := fn(&r); err != nil {
 			return scratch, err
@@ -344,44 +346,95 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 	return end, nil
 }
 
-// decodeSimple decodes the common record at the start of data: every
-// varint of one or two bytes, no headers. It sets Offset and Timestamp (raw
-// deltas), Key and Value, leaves Headers alone, and returns the bytes
-// consumed, or 0 when the record is anything else (or malformed): then
-// decodeRecordInto decodes it or explains what is wrong. It returns a plain
-// int so the per-record call stays cheap.
-func decodeSimple(r *Record, data []byte) int {
-	length, p, ok := varint12(data, 0)
-	if !ok || length < minRecordSize-1 || int(length) > len(data)-p {
+// windowSize is the window decodeWindow reads a record's leading fields
+// from: length, attributes, timestampDelta, offsetDelta and keyLength take
+// at most 9 bytes there.
+const windowSize = 16
+
+// decodeWindow is the hot path of EachRecord: it decodes the common record
+// at data[s:] (every varint of one or two bytes, no headers, at least
+// windowSize bytes left in data) into *r with absolute Offset and Timestamp
+// (baseOff and baseTs added; Headers untouched) and returns the position
+// after it, or 0 when the record is anything else or malformed (then
+// decodeRecordInto decodes it or says what is wrong). It checks the same
+// framing as decodeRecordInto: the fields, key and value end exactly at the
+// record's last byte, its headersCount 0.
+//
+// The leading fields are read from a fixed-size array view of
+// data[s:s+windowSize], so one bounds check covers them; reads past the
+// record's end inside the window are harmless since the final position
+// check rejects such a record.
+func decodeWindow(r *Record, data []byte, s int, baseOff, baseTs int64) int {
+	if s < 0 || len(data)-s < windowSize {
 		return 0
 	}
-	end := p + int(length)
-	rb := data[:end]
-	if rb[end-1] != 0 { // headersCount 0 is the last byte
-		return 0
-	}
-	p++ // attributes
-	tsDelta, p, ok := varlong12(rb, p)
-	if !ok {
-		return 0
-	}
-	offDelta, p, ok := varint12(rb, p)
-	if !ok {
-		return 0
-	}
-	kl, p, ok := varint12(rb, p)
-	if !ok {
-		return 0
-	}
-	var key []byte
-	if kl >= 0 {
-		if int(kl) > end-p {
+	w := (*[windowSize]byte)(data[s : s+windowSize])
+	// length
+	u := uint32(w[0])
+	q := 1
+	if u >= 0x80 {
+		c := uint32(w[1])
+		if c >= 0x80 {
 			return 0
 		}
-		q := p + int(kl)
-		key = rb[p:q:q]
-		p = q
+		u, q = u&0x7f|c<<7, 2
 	}
+	length := int(int32(u>>1) ^ -int32(u&1))
+	end := s + q + length
+	if length < minRecordSize-1 || end > len(data) || data[end-1] != 0 {
+		return 0
+	}
+	q++ // attributes
+	// timestampDelta (varlong, here of one or two bytes)
+	u64 := uint64(w[q&(windowSize-1)])
+	q++
+	if u64 >= 0x80 {
+		c := uint64(w[q&(windowSize-1)])
+		if c >= 0x80 {
+			return 0
+		}
+		u64 = u64&0x7f | c<<7
+		q++
+	}
+	ts := int64(u64>>1) ^ -int64(u64&1)
+	// offsetDelta
+	u = uint32(w[q&(windowSize-1)])
+	q++
+	if u >= 0x80 {
+		c := uint32(w[q&(windowSize-1)])
+		if c >= 0x80 {
+			return 0
+		}
+		u = u&0x7f | c<<7
+		q++
+	}
+	off := int32(u>>1) ^ -int32(u&1)
+	// keyLength
+	u = uint32(w[q&(windowSize-1)])
+	q++
+	if u >= 0x80 {
+		c := uint32(w[q&(windowSize-1)])
+		if c >= 0x80 {
+			return 0
+		}
+		u = u&0x7f | c<<7
+		q++
+	}
+	kl := int(int32(u>>1) ^ -int32(u&1))
+	p := s + q
+	if p >= end {
+		return 0
+	}
+	rb := data[:end]
+	var key []byte
+	if kl >= 0 {
+		if kl > end-p {
+			return 0
+		}
+		key = rb[p : p+kl : p+kl]
+		p += kl
+	}
+	// valueLength
 	vl, p, ok := varint12(rb, p)
 	if !ok {
 		return 0
@@ -398,7 +451,7 @@ func decodeSimple(r *Record, data []byte) int {
 	if p != end-1 {
 		return 0
 	}
-	r.Offset, r.Timestamp, r.Key, r.Value = int64(offDelta), tsDelta, key, value
+	r.Offset, r.Timestamp, r.Key, r.Value = baseOff+int64(off), baseTs+ts, key, value
 	return end
 }
 

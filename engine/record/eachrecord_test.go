@@ -257,3 +257,116 @@ func BenchmarkEachRecord(b *testing.B) {
 		}
 	}
 }
+
+// checkWindow asserts that decodeWindow, when it accepts the record at
+// data[s:], agrees with the full decoder decodeRecordInto on every field and
+// on the size; it returns whether decodeWindow accepted it.
+func checkWindow(t *testing.T, data []byte, s int) bool {
+	t.Helper()
+	var fast Record
+	next := decodeWindow(&fast, data, s, 1000, 5000)
+	var full Record
+	n, err := decodeRecordInto(&full, data[s:], false)
+	if next == 0 {
+		return false
+	}
+	require.NoError(t, err, "decodeWindow accepted what the full decoder rejects")
+	assert.Equal(t, s+n, next)
+	assert.Equal(t, full.Offset+1000, fast.Offset)
+	assert.Equal(t, full.Timestamp+5000, fast.Timestamp)
+	assert.Equal(t, full.Key, fast.Key)
+	assert.Equal(t, full.Key == nil, fast.Key == nil)
+	assert.Equal(t, full.Value, fast.Value)
+	assert.Equal(t, full.Value == nil, fast.Value == nil)
+	assert.Empty(t, full.Headers)
+	return true
+}
+
+// TestDecodeWindow covers the hot-path decoder's edges: what it must accept
+// and what it must leave to the full decoder (which then decodes it or says
+// what is wrong).
+func TestDecodeWindow(t *testing.T) {
+	rec := func(r Record) []byte {
+		return appendRecordForTest(r)
+	}
+	long := bytes.Repeat([]byte("v"), 99)
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		accept bool
+	}{
+		{"99-byte value, null key", rec(Record{Offset: 70, Timestamp: 3, Value: long}), true},
+		{"empty key and value", append(rec(Record{Key: []byte{}, Value: []byte{}}), make([]byte, 16)...), true},
+		{"null value", rec(Record{Key: []byte("key-0123456789"), Value: nil}), true},
+		{"negative two-byte timestamp delta", rec(Record{Offset: 1, Timestamp: -100, Value: long}), true},
+		{"three-byte offset delta", rec(Record{Offset: 100_000, Value: long}), false},
+		{"three-byte timestamp delta", rec(Record{Timestamp: 1 << 20, Value: long}), false},
+		{"headers", rec(Record{Value: long, Headers: []Header{{Key: "h", Value: []byte("v")}}}), false},
+		{"too short for the window", rec(Record{Value: []byte("x")}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.accept, checkWindow(t, tc.data, 0))
+			// The same record later in the buffer.
+			shifted := append(bytes.Repeat([]byte{0xff}, 5), tc.data...)
+			assert.Equal(t, tc.accept, checkWindow(t, shifted, 5))
+		})
+	}
+
+	// Framing errors are never accepted: every single-byte change of a good
+	// record either still decodes the same way in both decoders or is left
+	// to the full decoder.
+	good := rec(Record{Offset: 70, Timestamp: 3, Key: []byte("k"), Value: long})
+	for i := range good {
+		for _, v := range []byte{0x00, 0x01, 0x02, 0x7f, 0x80, 0xc8, 0xff} {
+			bad := slices.Clone(good)
+			bad[i] = v
+			checkWindow(t, bad, 0)
+		}
+	}
+	// A record cut anywhere is rejected.
+	for cut := range len(good) {
+		var r Record
+		assert.Zero(t, decodeWindow(&r, good[:cut], 0, 0, 0), "cut at %d", cut)
+	}
+	// A position at or past the end is rejected.
+	var r Record
+	assert.Zero(t, decodeWindow(&r, good, len(good), 0, 0))
+	assert.Zero(t, decodeWindow(&r, good, -1, 0, 0))
+}
+
+// appendRecordForTest encodes one record as it sits in a batch body, with
+// r.Offset and r.Timestamp as its raw deltas.
+func appendRecordForTest(r Record) []byte {
+	varBytes := func(dst, b []byte) []byte {
+		if b == nil {
+			return appendVarint(dst, -1)
+		}
+		return append(appendVarint(dst, int32(len(b))), b...)
+	}
+	body := []byte{0} // attributes
+	body = appendVarlong(body, r.Timestamp)
+	body = appendVarint(body, int32(r.Offset))
+	body = varBytes(body, r.Key)
+	body = varBytes(body, r.Value)
+	body = appendVarint(body, int32(len(r.Headers)))
+	for _, h := range r.Headers {
+		body = varBytes(body, []byte(h.Key))
+		body = varBytes(body, h.Value)
+	}
+	return append(appendVarint(nil, int32(len(body))), body...)
+}
+
+// FuzzDecodeWindow: whatever the bytes, decodeWindow only accepts records
+// the full decoder decodes identically.
+func FuzzDecodeWindow(f *testing.F) {
+	f.Add(appendRecordForTest(Record{Offset: 70, Timestamp: 3, Value: bytes.Repeat([]byte("v"), 99)}), 0)
+	f.Add(appendRecordForTest(Record{Key: []byte("k"), Value: []byte("0123456789abcdef")}), 0)
+	f.Fuzz(func(t *testing.T, data []byte, s int) {
+		if s < 0 || s >= len(data) {
+			var r Record
+			require.Zero(t, decodeWindow(&r, data, s, 0, 0))
+			return
+		}
+		checkWindow(t, data, s)
+	})
+}
