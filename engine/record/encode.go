@@ -312,10 +312,12 @@ const crcStride = 8 << 10
 // recs[i].Timestamp is negative. The bytes are exactly Encode's for the same
 // offsets and timestamps.
 //
-// It is the append hot path: the first pass sizes the records from their
-// lengths only (no data touched), the second writes them once, straight from
-// the caller's slices, folding each 8 KiB just written into the CRC while
-// it is in cache. spec.Codec must be None and recs non-empty. If the first
+// It is the append hot path: one pass over recs sizes each record from its
+// lengths and writes it once at its final place, straight from the caller's
+// slices, folding each 8 KiB just written into the CRC while it is in cache;
+// the header (count and max timestamp are known last) is checksummed at the
+// end and its CRC combined with the body's. dst grows as needed (keep its
+// capacity across calls to write in place). spec.Codec must be None and recs non-empty. If the first
 // record alone does not fit in maxBytes nothing is written and the error
 // wraps ErrBatchTooLarge.
 func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, maxBytes int) ([]byte, SequentialInfo, error) {
@@ -334,27 +336,31 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		baseTs = spec.DeleteHorizonMs
 	}
 	limit := min(maxBytes, math.MaxInt32) - HeaderSize
-	// Pass 1: how many records fit, their sizes and the largest timestamp.
-	// Small batches keep the sizes on the stack.
-	var small [64]int32
-	sizes := small[:0]
-	if len(recs) > len(small) {
-		szp := sizesPool.Get().(*[]int32)
-		if c := min(len(recs), 1<<20); cap(*szp) < c {
-			*szp = make([]int32, 0, c)
-		}
-		defer putSizes(szp)
-		sizes = (*szp)[:0]
+
+	// One pass: each record is sized just before it is written at its
+	// final place (its struct is read once, while it is in cache). The
+	// body's CRC is folded in strides while the bytes are hot; the header,
+	// whose count and max timestamp are known only at the end, is checksummed
+	// last and combined with the body's CRC.
+	orig, start := dst, len(dst)
+	body0 := start + HeaderSize
+	if cap(dst)-len(dst) < HeaderSize {
+		dst = grow(dst, HeaderSize+min(max(limit, 0), 4<<10))
 	}
-	n, body := 0, 0
+	buf := dst[:cap(dst)]
+	w, mark := body0, body0
+	crc := uint32(0)
 	maxTs := int64(math.MinInt64)
+	n := 0
 	for i := range min(len(recs), math.MaxInt32) {
 		r := &recs[i]
 		ts := r.Timestamp
 		if force || ts < 0 {
 			ts = nowMs
 		}
-		sz := 1 + uvarintLen(zigzag64(ts-baseTs)) + uvarintLen(uint64(zigzag32(int32(i))))
+		tsDelta := zigzag64(ts - baseTs)
+		offDelta := uint64(zigzag32(int32(i)))
+		sz := 1 + uvarintLen(tsDelta) + uvarintLen(offDelta)
 		sz += nullableLen(r.Key) + nullableLen(r.Value)
 		if len(r.Headers) == 0 {
 			sz++
@@ -369,31 +375,53 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 			break
 		}
 		tot := uvarintLen(uint64(zigzag32(int32(sz)))) + sz
-		if body+tot > limit {
+		if w-body0+tot > limit {
 			break
 		}
-		body += tot
+		if w+tot > len(buf) {
+			buf = grow(buf[:w], max(tot, w-start))
+			buf = buf[:cap(buf)]
+		}
+		w = putUvarint(buf, w, uint64(zigzag32(int32(sz))))
+		buf[w] = 0 // attributes
+		w = putUvarint(buf, w+1, tsDelta)
+		w = putUvarint(buf, w, offDelta)
+		w = putNullable(buf, w, r.Key)
+		w = putNullable(buf, w, r.Value)
+		if len(r.Headers) == 0 {
+			buf[w] = 0
+			w++
+		} else {
+			w = putUvarint(buf, w, uint64(zigzag32(int32(len(r.Headers)))))
+			for j := range r.Headers {
+				h := &r.Headers[j]
+				w = putUvarint(buf, w, uint64(zigzag32(int32(len(h.Key)))))
+				w += copy(buf[w:], h.Key)
+				w = putNullable(buf, w, h.Value)
+			}
+		}
 		maxTs = max(maxTs, ts)
-		sizes = append(sizes, int32(sz))
 		n++
+		if w-mark >= crcStride {
+			crc = crc32.Update(crc, castagnoli, buf[mark:w])
+			mark = w
+		}
 	}
 	if n == 0 {
 		sz := recordBodySize(&recs[0], 0, 0)
-		return dst, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
+		return orig, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
 			HeaderSize+varintSize(int32(min(sz, math.MaxInt32)))+sz, maxBytes)
 	}
 	lastDelta := int32(n - 1)
 	if spec.LastOffsetDelta >= 0 {
 		if spec.LastOffsetDelta < lastDelta {
-			return dst, SequentialInfo{}, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, spec.LastOffsetDelta, lastDelta)
+			return orig, SequentialInfo{}, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, spec.LastOffsetDelta, lastDelta)
 		}
 		lastDelta = spec.LastOffsetDelta
 	}
+	crc = crc32.Update(crc, castagnoli, buf[mark:w])
+	body := w - body0
 
-	// Pass 2: header, then the records at their final places, CRC as we go.
-	start := len(dst)
-	dst = grow(dst, HeaderSize+body)
-	dst = dst[:start+HeaderSize+body]
 	attrs := uint16(None)
 	if spec.LogAppendTime {
 		attrs |= attrLogAppendTime
@@ -407,7 +435,7 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	if horizon {
 		attrs |= attrDeleteHorizon
 	}
-	h := dst[start : start+HeaderSize]
+	h := buf[start:body0]
 	be := binary.BigEndian
 	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
 	be.PutUint32(h[offLength:], uint32(HeaderSize+body-LogOverhead))
@@ -421,43 +449,52 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
 	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
 	be.PutUint32(h[offRecordCount:], uint32(n))
-	// The CRC covers attributes..end: the header's tail is folded in with
-	// the first records (one call for a small batch).
-	crc := uint32(0)
-	w := start + HeaderSize
-	mark := start + offAttributes
-	for i, sz := range sizes {
-		r := &recs[i]
-		ts := r.Timestamp
-		if force || ts < 0 {
-			ts = nowMs
+	hcrc := crc32.Checksum(h[offAttributes:], castagnoli)
+	be.PutUint32(h[offCRC:], crc32cCombine(hcrc, crc, body))
+	return buf[:w], SequentialInfo{Records: n, Size: w - start, MaxTimestamp: maxTs}, nil
+}
+
+// CRC-32C combination: crc(A‖B) from crc(A), crc(B) and len(B), by
+// multiplying crc(A) with x^(8·len(B)) modulo the (reflected) Castagnoli
+// polynomial in GF(2).
+const castagnoliPoly = 0x82f63b78
+
+// x2nCastagnoli[k] is x^(2^k) modulo the polynomial.
+var x2nCastagnoli = func() (t [32]uint32) {
+	p := uint32(1) << 30 // x^1
+	for k := range t {
+		t[k] = p
+		p = gf2MulCastagnoli(p, p)
+	}
+	return t
+}()
+
+// gf2MulCastagnoli multiplies a and b modulo the polynomial (bit 31 is x^0).
+func gf2MulCastagnoli(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
 		}
-		w = putUvarint(dst, w, uint64(zigzag32(sz)))
-		dst[w] = 0 // attributes
-		w = putUvarint(dst, w+1, zigzag64(ts-baseTs))
-		w = putUvarint(dst, w, uint64(zigzag32(int32(i))))
-		w = putNullable(dst, w, r.Key)
-		w = putNullable(dst, w, r.Value)
-		if len(r.Headers) == 0 {
-			dst[w] = 0
-			w++
+		if b&1 != 0 {
+			b = b>>1 ^ castagnoliPoly
 		} else {
-			w = putUvarint(dst, w, uint64(zigzag32(int32(len(r.Headers)))))
-			for j := range r.Headers {
-				h := &r.Headers[j]
-				w = putUvarint(dst, w, uint64(zigzag32(int32(len(h.Key)))))
-				w += copy(dst[w:], h.Key)
-				w = putNullable(dst, w, h.Value)
-			}
-		}
-		if w-mark >= crcStride {
-			crc = crc32.Update(crc, castagnoli, dst[mark:w])
-			mark = w
+			b >>= 1
 		}
 	}
-	crc = crc32.Update(crc, castagnoli, dst[mark:w])
-	be.PutUint32(dst[start+offCRC:], crc)
-	return dst, SequentialInfo{Records: n, Size: len(dst) - start, MaxTimestamp: maxTs}, nil
+	return p
+}
+
+// crc32cCombine is the CRC-32C of A‖B given crcA, crcB and len(B).
+func crc32cCombine(crcA, crcB uint32, lenB int) uint32 {
+	op := uint32(1) << 31   // x^0
+	n, k := uint64(lenB), 3 // x^(8·lenB) = x^(lenB·2^3)
+	for ; n != 0; n, k = n>>1, k+1 {
+		if n&1 != 0 {
+			op = gf2MulCastagnoli(x2nCastagnoli[k&31], op)
+		}
+	}
+	return gf2MulCastagnoli(op, crcA) ^ crcB
 }
 
 func zigzag32(v int32) uint32 { return uint32(v<<1) ^ uint32(v>>31) }

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -232,5 +233,48 @@ func BenchmarkEncodeSequential(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// TestCRC32CCombine: the combined CRC of two parts is the CRC of their
+// concatenation, for empty and long parts alike.
+func TestCRC32CCombine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for _, tc := range []struct{ a, b int }{{0, 0}, {0, 1}, {1, 0}, {40, 1}, {40, 8192}, {17, 100_000}, {61, 1<<20 - 61}, {3, 7}} {
+		a, b := data[:tc.a], data[tc.a:tc.a+tc.b]
+		got := crc32cCombine(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), len(b))
+		assert.Equal(t, crc32.Checksum(data[:tc.a+tc.b], castagnoli), got, "a=%d b=%d", tc.a, tc.b)
+	}
+	for range 200 {
+		la, lb := rng.IntN(300), rng.IntN(5000)
+		a, b := data[:la], data[la:la+lb]
+		got := crc32cCombine(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), lb)
+		require.Equal(t, crc32.Checksum(data[:la+lb], castagnoli), got, "a=%d b=%d", la, lb)
+	}
+}
+
+// TestEncodeSequentialGrowsSmallBuffers: a destination with bytes in front
+// and little or no spare capacity grows as records are written; the bytes
+// in front stay, the batch is Encode's.
+func TestEncodeSequentialGrowsSmallBuffers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	recs := randomRecords(rng, 300)
+	spec := NewBatchSpec(77)
+	want := sequentialByEncode(t, spec, recs, 1_700_000_000_123, len(recs))
+	for _, spare := range []int{0, 1, HeaderSize - 1, HeaderSize, HeaderSize + 10, 5000} {
+		dst := make([]byte, 5, 5+spare)
+		copy(dst, "front")
+		out, info, err := EncodeSequential(dst, spec, recs, 1_700_000_000_123, 1<<30)
+		require.NoError(t, err)
+		require.Equal(t, len(recs), info.Records)
+		require.Equal(t, "front", string(out[:5]), "spare %d", spare)
+		require.Equal(t, want, out[5:], "spare %d", spare)
+		b, err := Parse(out[5:])
+		require.NoError(t, err)
+		require.NoError(t, b.Verify())
 	}
 }
