@@ -235,24 +235,110 @@ const (
 	chunkMax = 1 << 20
 )
 
-// Chunk buffers are recycled between readers in two sizes: chunkMin for
-// seeks (an open of by-offset/N reads one small chunk), chunkMax for
-// sequential reads. A view handle gives its chunks back when it reaches the
-// end of the view, so idle handles (tail -f) hold none.
+// Chunk and read-ahead buffers are recycled between readers in two sizes:
+// chunkMin for seeks (an open of by-offset/N reads one small chunk),
+// chunkMax for sequential reads. They live on bounded free lists, not in a
+// sync.Pool: a pool is emptied by every other GC, so a long reader kept
+// allocating fresh 1 MiB buffers, each cycle's garbage raised the heap goal
+// and the mount's resident memory crept up with every cat. A free list
+// keeps at most its capacity of idle buffers across GCs; buffers beyond it
+// (many concurrent readers) are left to the GC. A view handle gives its
+// buffers back when it reaches the end of the view, so idle handles (tail
+// -f) hold none.
 var (
-	smallChunks = sync.Pool{New: func() any { b := make([]byte, chunkMin); return &b }}
-	bigChunks   = sync.Pool{New: func() any { b := make([]byte, chunkMax); return &b }}
+	smallBufs = newBufList(chunkMin, smallBufsMax)
+	bigBufs   = newBufList(chunkMax, bigBufsMax)
 )
 
-// chunkPoolFor is the pool of buffers of at least n bytes, if any.
-func chunkPoolFor(n int) *sync.Pool {
+// Free list capacities. A sequential reader holds at most five big buffers
+// (its log chunk, a spare one and the one loading ahead; the read-ahead
+// chunk rendering and the one the kernel is copying) and an index build
+// three while it runs, so two busy readers recycle everything; a seek
+// holds one or two small ones.
+const (
+	bigBufsMax   = 12
+	smallBufsMax = 16
+)
+
+// bufList is a bounded free list of buffers of one size. Safe for
+// concurrent use.
+type bufList struct {
+	size int
+	max  int
+
+	mu   sync.Mutex
+	free [][]byte
+	out  int // handed out by get and not yet back through put
+}
+
+func newBufList(size, max int) *bufList {
+	return &bufList{size: size, max: max, free: make([][]byte, 0, max)}
+}
+
+// get returns a buffer of l.size bytes: an idle one, else a new one.
+func (l *bufList) get() []byte {
+	l.mu.Lock()
+	l.out++
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+		l.mu.Unlock()
+		return b
+	}
+	l.mu.Unlock()
+	return make([]byte, l.size)
+}
+
+// put gives back a buffer from get. It is kept while the list has room,
+// else dropped for the GC. A buffer of another capacity is ignored.
+func (l *bufList) put(b []byte) {
+	if cap(b) != l.size {
+		return
+	}
+	l.mu.Lock()
+	l.out--
+	if len(l.free) < l.max {
+		l.free = append(l.free, b[:l.size])
+	}
+	l.mu.Unlock()
+}
+
+// stats returns the buffers handed out and the idle ones held.
+func (l *bufList) stats() (out, idle int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out, len(l.free)
+}
+
+// bufListFor is the free list of buffers of at least n bytes, nil for
+// n > chunkMax.
+func bufListFor(n int) *bufList {
 	switch {
 	case n <= chunkMin:
-		return &smallChunks
+		return smallBufs
 	case n <= chunkMax:
-		return &bigChunks
+		return bigBufs
 	}
 	return nil
+}
+
+// getBuf returns a buffer of n bytes, from a free list when n <= chunkMax.
+func getBuf(n int) []byte {
+	if l := bufListFor(n); l != nil {
+		return l.get()[:n]
+	}
+	return make([]byte, n)
+}
+
+// putBuf gives b back to the free list it came from, if any.
+func putBuf(b []byte) {
+	switch cap(b) {
+	case chunkMin:
+		smallBufs.put(b)
+	case chunkMax:
+		bigBufs.put(b)
+	}
 }
 
 // chunk is file bytes of a segment from start; buf[:ok] are whole batches,
@@ -261,30 +347,22 @@ type chunk struct {
 	start int64
 	buf   []byte
 	ok    int
-	pool  *[]byte // buf's pooled backing array, if any
 }
 
 func (c *chunk) holds(pos int64) bool { return pos >= c.start && pos < c.start+int64(c.ok) }
 
-// ensure makes buf n bytes long, from a pool when n <= chunkMax.
+// ensure makes buf n bytes long, from a free list when n <= chunkMax.
 func (c *chunk) ensure(n int) {
 	if cap(c.buf) < n {
 		c.release()
-		if p := chunkPoolFor(n); p != nil {
-			c.pool = p.Get().(*[]byte)
-			c.buf = *c.pool
-		} else {
-			c.buf = make([]byte, n)
-		}
+		c.buf = getBuf(n)
 	}
 	c.buf = c.buf[:n]
 }
 
-// release gives a pooled buffer back; the chunk then holds nothing.
+// release gives the buffer back; the chunk then holds nothing.
 func (c *chunk) release() {
-	if c.pool != nil {
-		chunkPoolFor(cap(*c.pool)).Put(c.pool)
-	}
+	putBuf(c.buf)
 	*c = chunk{}
 }
 
@@ -325,12 +403,6 @@ func (c *chunk) load(seg segmentReader, pos, limit int64, size int) {
 	c.ok = p
 }
 
-// chunkLoad is a chunk loading in the background.
-type chunkLoad struct {
-	c    chunk
-	done chan struct{}
-}
-
 // logChunk reads the batches of one segment through chunks. With prefetch
 // set, once reads are sequential a goroutine loads (reads and verifies) the
 // next chunk while the caller renders the current one. The batches it
@@ -342,8 +414,14 @@ type logChunk struct {
 	seg   segmentReader
 	cur   chunk
 	spare chunk
-	ahead *chunkLoad
 	next  int // size of the next load
+
+	// ahead is the chunk loading in the background while loading is set;
+	// loaded signals its end (cap 1, reused, so sequential reads do not
+	// allocate per chunk).
+	ahead   chunk
+	loading bool
+	loaded  chan struct{}
 }
 
 // batch returns the verified batch at file position pos of seg, whose
@@ -357,11 +435,12 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 	}
 	if !r.cur.holds(pos) {
 		sequential := r.cur.ok > 0 && pos == r.cur.start+int64(r.cur.ok)
-		if a := r.takeAhead(); a != nil {
-			if a.c.holds(pos) {
-				r.spare, r.cur = r.cur, a.c
+		if a, ok := r.takeAhead(); ok {
+			r.spare.release()
+			if a.holds(pos) {
+				r.spare, r.cur = r.cur, a
 			} else {
-				r.spare = a.c
+				r.spare = a
 			}
 		}
 		if !r.cur.holds(pos) {
@@ -391,31 +470,37 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 
 // startAhead loads the chunk at pos in the background.
 func (r *logChunk) startAhead(pos, limit int64) {
-	a := &chunkLoad{c: r.spare, done: make(chan struct{})}
-	r.spare = chunk{}
-	r.ahead = a
-	seg, size := r.seg, r.next
-	go func() {
-		defer close(a.done)
-		a.c.load(seg, pos, limit, size)
-	}()
+	if r.loaded == nil {
+		r.loaded = make(chan struct{}, 1)
+	}
+	r.ahead, r.spare = r.spare, chunk{}
+	r.loading = true
+	go r.loadAhead(r.seg, pos, limit, r.next)
+}
+
+// loadAhead loads r.ahead, which only it touches until it signals r.loaded.
+func (r *logChunk) loadAhead(seg segmentReader, pos, limit int64, size int) {
+	r.ahead.load(seg, pos, limit, size)
+	r.loaded <- struct{}{}
 }
 
 // takeAhead waits for the background load, if any, and returns it.
-func (r *logChunk) takeAhead() *chunkLoad {
-	a := r.ahead
-	if a != nil {
-		<-a.done
-		r.ahead = nil
+func (r *logChunk) takeAhead() (chunk, bool) {
+	if !r.loading {
+		return chunk{}, false
 	}
-	return a
+	<-r.loaded
+	r.loading = false
+	a := r.ahead
+	r.ahead = chunk{}
+	return a, true
 }
 
 // free waits for a background load, gives the buffers back and forgets
 // the segment.
 func (r *logChunk) free() {
-	if a := r.takeAhead(); a != nil {
-		a.c.release()
+	if a, ok := r.takeAhead(); ok {
+		a.release()
 	}
 	r.cur.release()
 	r.spare.release()

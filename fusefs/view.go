@@ -2,7 +2,9 @@ package fusefs
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -178,20 +180,25 @@ type viewHandle struct {
 
 	// amu guards the fields below.
 	amu   sync.Mutex
-	ahead *readAhead // the next chunk, rendered in the background
-	end   int64      // view position where the last read ended
-	spare [][]byte   // read-ahead buffers back from the kernel
-	done  bool       // released: start no more read ahead
+	ahead readAhead     // the next chunk, rendered in the background
+	busy  bool          // ahead is rendering or not yet taken
+	taken bool          // a Read is waiting for ahead
+	ready chan struct{} // the goroutine rendering ahead is done (cap 1)
+	end   int64         // view position where the last read ended
+	done  bool          // released: start no more read ahead
+	read  int64         // bytes served
 }
 
 // readAhead is a chunk of a view rendered by a goroutine while the kernel
 // copies the previous one to the reader (the two cores work in parallel).
+// A handle reuses one (and its channel), so a sequential reader's READs
+// allocate next to nothing: the mount's heap does not fill up with
+// garbage between collections.
 type readAhead struct {
-	off  int64
-	buf  []byte
-	n    int
-	err  error
-	done chan struct{}
+	off int64
+	buf []byte
+	n   int
+	err error
 }
 
 // readAheadMax bounds a read-ahead chunk (MaxWrite caps READs at 1 MiB
@@ -206,9 +213,9 @@ const viewBlksize = 1 << 20
 
 // aheadResult is a read-ahead chunk handed to go-fuse: written to the
 // kernel with writev straight from buf (Slices), which go-fuse prefers to
-// its splice attempt for plain data, and given back to the handle by Done.
+// its splice attempt for plain data, and given back to its free list by
+// Done.
 type aheadResult struct {
-	h   *viewHandle
 	buf []byte
 	n   int
 }
@@ -221,91 +228,53 @@ func (r *aheadResult) Slices() ([][]byte, fuse.Status) { return [][]byte{r.buf[:
 
 func (r *aheadResult) Done() {
 	if r.buf != nil {
-		r.h.putBuf(r.buf)
+		putBuf(r.buf)
 		r.buf = nil
 	}
 }
 
-// getBuf returns a read-ahead buffer of n bytes: a spare of the handle,
-// else one of the chunk pools (see chunkPoolFor).
-func (h *viewHandle) getBuf(n int) []byte {
+// takeAhead removes the pending read ahead, waiting for it; ok is false
+// if there is none (or another Read took it).
+func (h *viewHandle) takeAhead() (a readAhead, ok bool) {
 	h.amu.Lock()
-	for len(h.spare) > 0 {
-		b := h.spare[len(h.spare)-1]
-		h.spare = h.spare[:len(h.spare)-1]
-		if cap(b) >= n {
-			h.amu.Unlock()
-			return b[:n]
-		}
-		poolBuf(b)
+	if !h.busy || h.taken {
+		h.amu.Unlock()
+		return readAhead{}, false
 	}
+	h.taken = true
 	h.amu.Unlock()
-	if p := chunkPoolFor(n); p != nil {
-		return (*p.Get().(*[]byte))[:n]
-	}
-	return make([]byte, n)
-}
-
-// putBuf keeps b for the next read ahead (two at most; none once released
-// or idle).
-func (h *viewHandle) putBuf(b []byte) {
+	<-h.ready
 	h.amu.Lock()
-	defer h.amu.Unlock()
-	if !h.done && len(h.spare) < 2 {
-		h.spare = append(h.spare, b)
-		return
-	}
-	poolBuf(b)
-}
-
-// dropSpares gives the spare buffers back to the pools.
-func (h *viewHandle) dropSpares() {
-	h.amu.Lock()
-	spare := h.spare
-	h.spare = nil
+	a, h.ahead = h.ahead, readAhead{}
+	h.busy, h.taken = false, false
 	h.amu.Unlock()
-	for _, b := range spare {
-		poolBuf(b)
-	}
-}
-
-// poolBuf gives b back to the chunk pool of its size, if there is one.
-func poolBuf(b []byte) {
-	if p := chunkPoolFor(cap(b)); p != nil && (cap(b) == chunkMin || cap(b) == chunkMax) {
-		b = b[:cap(b)]
-		p.Put(&b)
-	}
-}
-
-// takeAhead removes the pending read ahead and waits for it.
-func (h *viewHandle) takeAhead() *readAhead {
-	h.amu.Lock()
-	a := h.ahead
-	h.ahead = nil
-	h.amu.Unlock()
-	if a != nil {
-		<-a.done
-	}
-	return a
+	return a, true
 }
 
 // startAhead renders n bytes at off in the background for the next Read.
 func (h *viewHandle) startAhead(st *viewState, off int64, n int) {
-	buf := h.getBuf(n)
 	h.amu.Lock()
-	if h.done || h.ahead != nil {
+	if h.done || h.busy {
 		h.amu.Unlock()
 		return
 	}
-	a := &readAhead{off: off, buf: buf, done: make(chan struct{})}
-	h.ahead = a
+	if h.ready == nil {
+		h.ready = make(chan struct{}, 1)
+	}
+	h.busy = true
+	h.ahead = readAhead{off: off, buf: getBuf(n)}
 	h.amu.Unlock()
-	go func() {
-		defer close(a.done)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		a.n, a.err = st.read(context.Background(), &h.cur, a.buf, a.off)
-	}()
+	go h.renderAhead(st)
+}
+
+// renderAhead renders h.ahead (which only it touches until it signals
+// h.ready).
+func (h *viewHandle) renderAhead(st *viewState) {
+	a := &h.ahead
+	h.mu.Lock()
+	a.n, a.err = st.read(context.Background(), &h.cur, a.buf, a.off)
+	h.mu.Unlock()
+	h.ready <- struct{}{}
 }
 
 // stop ends read ahead for good (at Release) and lets go of the buffers.
@@ -313,9 +282,8 @@ func (h *viewHandle) stop() {
 	h.amu.Lock()
 	h.done = true
 	h.amu.Unlock()
-	h.dropSpares()
-	if a := h.takeAhead(); a != nil {
-		poolBuf(a.buf)
+	if a, ok := h.takeAhead(); ok {
+		putBuf(a.buf)
 	}
 	h.mu.Lock()
 	h.cur.rd.free()
@@ -380,7 +348,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		res fuse.ReadResult
 		n   int
 	)
-	if a := h.takeAhead(); a != nil {
+	if a, ok := h.takeAhead(); ok {
 		if a.off == off && a.err == nil && a.n > 0 && a.n <= len(dest) && cap(a.buf) >= len(dest) {
 			n = a.n
 			if n < len(dest) {
@@ -392,9 +360,9 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 				h.mu.Unlock()
 				n += k
 			}
-			res = &aheadResult{h: h, buf: a.buf, n: n}
+			res = &aheadResult{buf: a.buf, n: n}
 		} else {
-			h.putBuf(a.buf)
+			putBuf(a.buf)
 		}
 	}
 	if res == nil {
@@ -412,11 +380,11 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		h.mu.Lock()
 		h.cur.idle()
 		h.mu.Unlock()
-		h.dropSpares()
 	}
 	end := off + int64(n)
 	h.amu.Lock()
 	h.end = end
+	h.read += int64(n)
 	h.amu.Unlock()
 	if sequential && n == len(dest) && n <= readAheadMax && end < st.size() {
 		h.startAhead(st, end, n)
@@ -428,6 +396,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if h, ok := f.(*viewHandle); ok {
 		h.stop()
+		collectAfterRead(h.read)
 	}
 	v.mu.Lock()
 	v.mu.opens--
@@ -449,4 +418,34 @@ func formatFor(cfg engine.Config, jsonl bool) viewFormat {
 		return viewFormat{json: true}
 	}
 	return viewFormat{printKey: cfg.PrintKey, separator: cfg.KeySeparator, nullMarker: cfg.NullMarker}
+}
+
+// collectAfter is how many view bytes are served between two collections
+// started by collectAfterRead.
+const collectAfter = 256 << 20
+
+var (
+	readSinceGC atomic.Int64
+	collecting  atomic.Bool
+)
+
+// collectAfterRead counts n bytes served by a released handle and, once
+// collectAfter bytes were served since the last time, runs a garbage
+// collection in the background. A sequential reader allocates next to
+// nothing in this package, but go-fuse allocates a few hundred bytes per
+// request, and the heap's goal is twice the live heap, which the idle read
+// buffers (free lists, go-fuse's request buffers) make large: without a
+// collection that garbage took fresh pages cat after cat and the mount's
+// resident memory rose by about 0.3 MiB per 512 MiB read until it reached
+// the goal. A collection per 256 MiB read costs well under 1% of the CPU
+// the reads took, and the next reader reuses the freed pages.
+func collectAfterRead(n int64) {
+	if readSinceGC.Add(n) < collectAfter || !collecting.CompareAndSwap(false, true) {
+		return
+	}
+	readSinceGC.Store(0)
+	go func() {
+		defer collecting.Store(false)
+		runtime.GC()
+	}()
 }
