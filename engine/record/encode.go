@@ -459,39 +459,75 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 // polynomial in GF(2).
 const castagnoliPoly = 0x82f63b78
 
-// x2nCastagnoli[k] is x^(2^k) modulo the polynomial.
-var x2nCastagnoli = func() (t [32]uint32) {
-	p := uint32(1) << 30 // x^1
+// x8nCastagnoli[k][d] is x^(8·d·16^k) modulo the polynomial: the shift of
+// a CRC over d·16^k zero bytes.
+var x8nCastagnoli = func() (t [8][16]uint32) {
+	step := uint32(1) << 30 // x^1
+	for range 3 {
+		step = gf2MulCastagnoli(step, step) // x^8
+	}
 	for k := range t {
-		t[k] = p
-		p = gf2MulCastagnoli(p, p)
+		t[k][0] = 1 << 31 // x^0
+		for d := 1; d < 16; d++ {
+			t[k][d] = gf2MulCastagnoli(t[k][d-1], step)
+		}
+		step = gf2MulCastagnoli(t[k][15], step) // x^(8·16^(k+1))
 	}
 	return t
 }()
 
-// gf2MulCastagnoli multiplies a and b modulo the polynomial (bit 31 is x^0).
+// gf2MulCastagnoli multiplies a and b modulo the polynomial (bit 31 is
+// x^0, bit 0 is x^31), four bits of a at a time (Horner from a's highest
+// powers: p = p·x^4 + a's next four bits times b).
 func gf2MulCastagnoli(a, b uint32) uint32 {
+	var bx [4]uint32 // b·x^0 .. b·x^3
+	bx[0] = b
+	for j := 1; j < 4; j++ {
+		bx[j] = mulxCastagnoli(bx[j-1])
+	}
+	var t [16]uint32 // t[m]: bit j of m (x^(3-j) of the nibble) times b
+	t[1], t[2], t[4], t[8] = bx[3], bx[2], bx[1], bx[0]
+	for m := 3; m < 16; m++ {
+		if low := m & -m; low != m {
+			t[m] = t[low] ^ t[m^low]
+		}
+	}
 	var p uint32
-	for m := uint32(1) << 31; m != 0; m >>= 1 {
-		if a&m != 0 {
-			p ^= b
-		}
-		if b&1 != 0 {
-			b = b>>1 ^ castagnoliPoly
-		} else {
-			b >>= 1
-		}
+	for k := 0; k < 32; k += 4 {
+		p = p>>4 ^ mulx4Castagnoli[p&15] ^ t[a>>k&15]
 	}
 	return p
 }
 
-// crc32cCombine is the CRC-32C of A‖B given crcA, crcB and len(B).
+// mulxCastagnoli multiplies v by x modulo the polynomial.
+func mulxCastagnoli(v uint32) uint32 {
+	if v&1 != 0 {
+		return v>>1 ^ castagnoliPoly
+	}
+	return v >> 1
+}
+
+// mulx4Castagnoli[m] is m (bits x^28..x^31 only) times x^4 modulo the
+// polynomial: what falls off the low end when a value is shifted by x^4.
+var mulx4Castagnoli = func() (t [16]uint32) {
+	for m := range t {
+		v := uint32(m)
+		for range 4 {
+			v = mulxCastagnoli(v)
+		}
+		t[m] = v
+	}
+	return t
+}()
+
+// crc32cCombine is the CRC-32C of A‖B given crcA, crcB and len(B) (at
+// most 4 GiB).
 func crc32cCombine(crcA, crcB uint32, lenB int) uint32 {
-	op := uint32(1) << 31   // x^0
-	n, k := uint64(lenB), 3 // x^(8·lenB) = x^(lenB·2^3)
-	for ; n != 0; n, k = n>>1, k+1 {
-		if n&1 != 0 {
-			op = gf2MulCastagnoli(x2nCastagnoli[k&31], op)
+	op := uint32(1) << 31 // x^0
+	n := uint32(lenB)
+	for k := 0; n != 0; k, n = k+1, n>>4 {
+		if d := n & 15; d != 0 {
+			op = gf2MulCastagnoli(x8nCastagnoli[k][d], op)
 		}
 	}
 	return gf2MulCastagnoli(op, crcA) ^ crcB

@@ -278,3 +278,35 @@ func TestEncodeSequentialGrowsSmallBuffers(t *testing.T) {
 		require.NoError(t, b.Verify())
 	}
 }
+
+// TestGF2MulCastagnoli: the nibble-wise product equals the bit-by-bit one.
+func TestGF2MulCastagnoli(t *testing.T) {
+	slow := func(a, b uint32) uint32 {
+		var p uint32
+		for m := uint32(1) << 31; m != 0; m >>= 1 {
+			if a&m != 0 {
+				p ^= b
+			}
+			b = mulxCastagnoli(b)
+		}
+		return p
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, c := range [][2]uint32{{0, 0}, {1 << 31, 12345}, {12345, 1 << 31}, {^uint32(0), ^uint32(0)}, {1, 1}} {
+		assert.Equal(t, slow(c[0], c[1]), gf2MulCastagnoli(c[0], c[1]), "%#x*%#x", c[0], c[1])
+	}
+	for range 10000 {
+		a, b := rng.Uint32(), rng.Uint32()
+		require.Equal(t, slow(a, b), gf2MulCastagnoli(a, b), "%#x*%#x", a, b)
+	}
+}
+
+// BenchmarkCRC32CCombine: the per-batch cost of EncodeSequential's
+// header/body CRC combination (a 16 KiB body, the default batch.size).
+func BenchmarkCRC32CCombine(b *testing.B) {
+	crc := uint32(0x12345678)
+	for b.Loop() {
+		crc = crc32cCombine(crc, 0x9abcdef0, 16384-HeaderSize)
+	}
+	_ = crc
+}
