@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -13,12 +15,14 @@ import (
 // Reader reads a partition snapshot's batches in order, in large chunks: one
 // pread of up to ReaderOptions.BufferSize bytes yields every whole batch in
 // it, sliced out of the chunk without a copy and verified (CRC and
-// structure) before the caller sees it. Memory is bounded by the buffer size
-// (two buffers when prefetching), not by the log size; a batch larger than
-// the buffer is read alone into a buffer of its own size.
+// structure) before the caller sees it. Memory is bounded by
+// ReaderOptions (Buffers buffers of BufferSize when prefetching, one
+// without), not by the log size; a batch larger than the buffer is read
+// alone into a buffer of its own size.
 //
 // With prefetching (the default) a goroutine reads and verifies the next
-// chunk while the caller decodes the current one.
+// chunks while the caller decodes the current one; each side polls briefly
+// for the other before blocking (see spinWait).
 //
 // A Reader is not safe for concurrent use: one goroutine calls Next and
 // Close. The partition's writer may append concurrently; the reader stops at
@@ -36,20 +40,26 @@ type Reader struct {
 
 	// Prefetch mode: the goroutine fills chunks from free and sends them
 	// on full; done stops it.
-	started bool
-	free    chan *chunk
-	full    chan *chunk
-	done    chan struct{}
-	wg      sync.WaitGroup
-	closed  bool
+	started  bool
+	free     chan *chunk
+	full     chan *chunk
+	done     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
+	consSpin spinner // the caller waiting for a full chunk
+	prodSpin spinner // the prefetcher waiting for a free one
 }
 
 // ReaderOptions configure a Reader. The zero value means defaults.
 type ReaderOptions struct {
-	// BufferSize is the size of one read (and of each of the two buffers
-	// when prefetching). 0 = DefaultReaderBufferSize; values below
+	// BufferSize is the size of one read (and of each buffer when
+	// prefetching). 0 = DefaultReaderBufferSize; values below
 	// MinReaderBufferSize are raised to it.
 	BufferSize int
+	// Buffers is the number of buffers when prefetching: the one the
+	// caller decodes plus up to Buffers-1 read ahead. 0 =
+	// DefaultReaderBuffers; values below 2 are raised to 2.
+	Buffers int
 	// NoPrefetch reads in the caller's goroutine, with one buffer.
 	NoPrefetch bool
 }
@@ -58,6 +68,7 @@ type ReaderOptions struct {
 const (
 	DefaultReaderBufferSize = 1 << 20
 	MinReaderBufferSize     = 4 << 10
+	DefaultReaderBuffers    = 2
 )
 
 // chunk is one read: a buffer, the verified batches in it and what ended
@@ -82,6 +93,10 @@ func (s *Snapshot) NewReader(from int64, opts ReaderOptions) *Reader {
 		opts.BufferSize = DefaultReaderBufferSize
 	}
 	opts.BufferSize = max(opts.BufferSize, MinReaderBufferSize)
+	if opts.Buffers == 0 {
+		opts.Buffers = DefaultReaderBuffers
+	}
+	opts.Buffers = max(opts.Buffers, 2)
 	return &Reader{
 		snap: s,
 		opts: opts,
@@ -131,19 +146,20 @@ func (r *Reader) advance() {
 		if r.cur != nil {
 			r.free <- r.cur // never blocks: free has room for every chunk
 		}
-		r.cur = <-r.full
+		r.cur = r.consSpin.receive(r.full)
 	}
 	r.next = 0
 	r.err = r.cur.err
 }
 
-// start launches the prefetch goroutine with two buffers.
+// start launches the prefetch goroutine with opts.Buffers buffers.
 func (r *Reader) start() {
 	r.started = true
-	r.free = make(chan *chunk, 2)
-	r.full = make(chan *chunk, 2)
+	n := r.opts.Buffers
+	r.free = make(chan *chunk, n)
+	r.full = make(chan *chunk, n)
 	r.done = make(chan struct{})
-	for range 2 {
+	for range n {
 		r.free <- &chunk{buf: make([]byte, r.opts.BufferSize)}
 	}
 	r.wg.Go(func() {
@@ -156,8 +172,13 @@ func (r *Reader) start() {
 			var c *chunk
 			select {
 			case c = <-r.free:
-			case <-r.done:
-				return
+			default:
+				r.prodSpin.spin(r.free)
+				select {
+				case c = <-r.free:
+				case <-r.done:
+					return
+				}
 			}
 			r.prod.fill(c)
 			select {
@@ -170,6 +191,57 @@ func (r *Reader) start() {
 			}
 		}
 	})
+}
+
+// spinWait bounds how long the caller and the prefetcher poll for each
+// other's next chunk before they block on the channel. A goroutine blocked
+// on a channel is woken through the scheduler on an idle thread (a futex
+// wake, an inter-processor interrupt in a VM): tens of microseconds per
+// chunk, during which neither stage runs. Measured on 2 CPUs, 1 GiB of
+// 99-byte records: without polling both sides waited ~40% of the time.
+// Polling yields the CPU (sched_yield) so that on a loaded machine it gives
+// way to the other stage or other processes instead of burning a slice.
+const spinWait = 100 * time.Microsecond
+
+// spinner polls a channel for one side of the pipeline, and stops polling
+// after repeated timeouts (the other side is much slower: polling would
+// only burn CPU), probing again every spinProbe waits.
+type spinner struct {
+	misses int // consecutive polls that timed out
+	waits  int
+}
+
+const (
+	spinMaxMisses = 4
+	spinProbe     = 16
+)
+
+// spin polls ch until it holds a chunk or spinWait has passed.
+func (s *spinner) spin(ch chan *chunk) {
+	s.waits++
+	if s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
+		return
+	}
+	start := time.Now()
+	for len(ch) == 0 {
+		if time.Since(start) >= spinWait {
+			s.misses++
+			return
+		}
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	s.misses = 0
+}
+
+// receive takes the next chunk from ch, polling briefly before blocking.
+func (s *spinner) receive(ch chan *chunk) *chunk {
+	select {
+	case c := <-ch:
+		return c
+	default:
+	}
+	s.spin(ch)
+	return <-ch
 }
 
 // Close stops the prefetching, drops the buffers and releases the

@@ -23,12 +23,14 @@ import (
 var readerModes = []ReaderOptions{
 	{BufferSize: MinReaderBufferSize},
 	{BufferSize: MinReaderBufferSize, NoPrefetch: true},
+	{BufferSize: MinReaderBufferSize, Buffers: 2},
+	{BufferSize: MinReaderBufferSize, Buffers: 9},
 	{},
 	{NoPrefetch: true},
 }
 
 func modeName(o ReaderOptions) string {
-	return fmt.Sprintf("buf=%d/noprefetch=%v", o.BufferSize, o.NoPrefetch)
+	return fmt.Sprintf("buf=%d/buffers=%d/noprefetch=%v", o.BufferSize, o.Buffers, o.NoPrefetch)
 }
 
 // readWith reads the partition from offset from with a Reader and returns
@@ -346,11 +348,12 @@ func BenchmarkReader(b *testing.B) {
 		total += s.Size
 	}
 	modes := []ReaderOptions{
-		{BufferSize: DefaultReaderBufferSize}, {BufferSize: DefaultReaderBufferSize, NoPrefetch: true},
+		{}, {BufferSize: DefaultReaderBufferSize, NoPrefetch: true},
+		{BufferSize: 1 << 20, Buffers: 2}, {BufferSize: 256 << 10, Buffers: 4},
 		{BufferSize: 128 << 10}, {BufferSize: 128 << 10, NoPrefetch: true},
 	}
 	for _, mode := range modes {
-		b.Run(fmt.Sprintf("buf=%dKiB/prefetch=%v", mode.BufferSize>>10, !mode.NoPrefetch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("buf=%dKiB/buffers=%d/prefetch=%v", mode.BufferSize>>10, mode.Buffers, !mode.NoPrefetch), func(b *testing.B) {
 			b.SetBytes(total)
 			b.ReportAllocs()
 			n, vb := 0, 0
@@ -377,4 +380,28 @@ func BenchmarkReader(b *testing.B) {
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
+}
+
+// TestReaderSpinner: a side of the pipeline polls for the other's chunk,
+// stops polling after spinMaxMisses timeouts in a row, then only probes
+// every spinProbe waits, and polls again after a hit.
+func TestReaderSpinner(t *testing.T) {
+	ch := make(chan *chunk, 1)
+	var s spinner
+	for i := range spinMaxMisses {
+		s.spin(ch) // times out: nothing arrives
+		assert.Equal(t, i+1, s.misses)
+	}
+	for s.waits%spinProbe != spinProbe-1 {
+		s.spin(ch) // skipped: no poll, no miss counted
+		assert.Equal(t, spinMaxMisses, s.misses)
+	}
+	s.spin(ch) // the probe polls again and times out
+	assert.Equal(t, spinMaxMisses+1, s.misses)
+	ch <- &chunk{}
+	s.waits = spinProbe - 1 // the next wait probes
+	s.spin(ch)
+	assert.Zero(t, s.misses, "a hit resets the misses")
+	assert.NotNil(t, s.receive(ch))
+	assert.Zero(t, s.misses)
 }
