@@ -360,6 +360,47 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		}
 		tsDelta := zigzag64(ts - baseTs)
 		offDelta := uint64(zigzag32(int32(i)))
+		if r.Key == nil && len(r.Headers) == 0 && r.Value != nil && len(r.Value) < 1<<12 && tsDelta < 1<<7 && offDelta < 1<<14 {
+			// The common record, a value stamped about now: its sizes fit
+			// one or two varint bytes each, written without loops.
+			vz := uint64(len(r.Value)) << 1
+			sz := 4 + varint14Len(offDelta) + varint14Len(vz) + len(r.Value)
+			szz := uint64(sz) << 1 // < 1<<14
+			tot := varint14Len(szz) + sz
+			if w-body0+tot > limit {
+				break
+			}
+			if w+tot > len(buf) {
+				buf = grow(buf[:w], max(tot+16, w-start))
+				buf = buf[:cap(buf)]
+			}
+			if w+16 <= len(buf) {
+				b := buf[w : w+16 : w+16]
+				k := putUvarint14(b, 0, szz)
+				b[k&15] = 0 // attributes
+				b[(k+1)&15] = byte(tsDelta)
+				k = putUvarint14(b, k+2, offDelta)
+				b[k&15] = 1 // null key
+				w += putUvarint14(b, k+1, vz)
+			} else {
+				w = putUvarint(buf, w, szz)
+				buf[w] = 0
+				buf[w+1] = byte(tsDelta)
+				w = putUvarint(buf, w+2, offDelta)
+				buf[w] = 1
+				w = putUvarint(buf, w+1, vz)
+			}
+			w += copy(buf[w:], r.Value)
+			buf[w] = 0 // no headers
+			w++
+			maxTs = max(maxTs, ts)
+			n++
+			if w-mark >= crcStride {
+				crc = crc32.Update(crc, castagnoli, buf[mark:w])
+				mark = w
+			}
+			continue
+		}
 		sz := 1 + uvarintLen(tsDelta) + uvarintLen(offDelta)
 		sz += nullableLen(r.Key) + nullableLen(r.Value)
 		if len(r.Headers) == 0 {
@@ -542,6 +583,26 @@ func uvarintLen(u uint64) int {
 		return 1
 	}
 	return (bits.Len64(u) + 6) / 7
+}
+
+// varint14Len is the length of u < 1<<14 as a varint: 1 or 2.
+func varint14Len(u uint64) int {
+	if u < 1<<7 {
+		return 1
+	}
+	return 2
+}
+
+// putUvarint14 writes u < 1<<14 as a one- or two-byte varint at b[k:]
+// (b is 16 bytes, k < 14) and returns the position after it.
+func putUvarint14(b []byte, k int, u uint64) int {
+	if u < 1<<7 {
+		b[k&15] = byte(u)
+		return k + 1
+	}
+	b[k&15] = byte(u) | 0x80
+	b[(k+1)&15] = byte(u >> 7)
+	return k + 2
 }
 
 // nullableLen is the encoded length of a varint-length-prefixed nullable

@@ -310,3 +310,44 @@ func BenchmarkCRC32CCombine(b *testing.B) {
 	}
 	_ = crc
 }
+
+// TestEncodeSequentialValueOnly: the value-only fast path (key null, no
+// headers) across its bounds: 1- and 2-byte size, offset delta and length
+// varints, timestamp deltas of one byte and more, values at the 4 KiB
+// cutoff, empty values, and buffers with and without spare bytes.
+func TestEncodeSequentialValueOnly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	blob := bytes.Repeat([]byte("abcdefghij"), 600)
+	lens := []int{0, 1, 50, 56, 57, 58, 63, 64, 100, 120, 121, 122, 127, 128, 4094, 4095, 4096, 5000}
+	const now = int64(1_700_000_000_000)
+	recs := make([]Record, 9000)
+	for i := range recs {
+		recs[i] = Record{Timestamp: -1, Value: blob[:lens[rng.IntN(len(lens))]]}
+		switch rng.IntN(8) {
+		case 0:
+			recs[i].Timestamp = now + rng.Int64N(200) - 100 // deltas of 1 and 2 bytes, negative too
+		case 1:
+			recs[i].Key = []byte("k")
+		}
+	}
+	for _, n := range []int{1, 63, 64, 65, 8191, 8192, 8193, 9000} {
+		spec := NewBatchSpec(5)
+		want := sequentialByEncode(t, spec, recs[:n], now, n)
+		for _, spare := range []int{0, 7, 16, 64} {
+			dst := make([]byte, 0, len(want)+spare)
+			out, info, err := EncodeSequential(dst, spec, recs[:n], now, 1<<30)
+			require.NoError(t, err)
+			require.Equal(t, n, info.Records)
+			require.True(t, bytes.Equal(want, out), "n=%d spare=%d", n, spare)
+		}
+		// A limit that cuts the batch: the prefix that fits, as Encode.
+		if n == 1 {
+			continue
+		}
+		limit := len(want) / 2
+		out, info, err := EncodeSequential(nil, spec, recs[:n], now, limit)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(out), limit)
+		require.True(t, bytes.Equal(sequentialByEncode(t, spec, recs[:n], now, info.Records), out), "n=%d limit %d", n, limit)
+	}
+}
