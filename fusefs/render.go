@@ -251,3 +251,108 @@ func appendJSONString(dst []byte, s []byte) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// putPlainRaw renders records of a plain format without print.key (value
+// or null.marker, then '\n') into dst[n:] straight from data, the
+// uncompressed records section of a v2 batch, starting with the record at
+// data[p:] and rendering at most left records. It is putPlain fused with
+// the decoding: no record.Record is built. Record layout (kafka-formats.md
+// §1.4, zig-zag varints):
+//
+//	length | attributes int8 | timestampDelta | offsetDelta |
+//	keyLength | key | valueLength | value | headersCount (0 here)
+//
+// It stops before the first record that does not fit entirely in dst and
+// before the first that is not of the simple shape it handles (a varint
+// longer than two bytes, headers, anything malformed); the caller decodes
+// that one with record.Batch.RecordsInto, which renders it the same way or
+// says what is wrong. It returns the new n and p and the records
+// rendered.
+func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int, int, int) {
+	done := 0
+	for done < left {
+		// length
+		if p+2 > len(data) {
+			break
+		}
+		u := uint32(data[p])
+		q := p + 1
+		if u >= 0x80 {
+			c := uint32(data[q])
+			if c >= 0x80 {
+				break
+			}
+			u, q = u&0x7f|c<<7, q+1
+		}
+		end := q + int(int32(u>>1)^-int32(u&1))
+		if end-q < minPlainRecord || end > len(data) || data[end-1] != 0 {
+			break
+		}
+		rec := data[:end-1] // up to the headers count (0)
+		q++                 // attributes
+		// timestampDelta and offsetDelta, skipped.
+		if rec[q] < 0x80 {
+			q++
+		} else if rec[q+1] < 0x80 {
+			q += 2
+		} else {
+			break
+		}
+		if q >= len(rec) {
+			break
+		}
+		if rec[q] < 0x80 {
+			q++
+		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
+			q += 2
+		} else {
+			break
+		}
+		kl, q2, ok := plainVarint(rec, q)
+		if !ok || kl < -1 || (kl > 0 && kl > len(rec)-q2) {
+			break
+		}
+		q = q2 + max(kl, 0)
+		vl, q2, ok := plainVarint(rec, q)
+		if !ok || vl < -1 || q2+max(vl, 0) != len(rec) {
+			break
+		}
+		if vl < 0 {
+			if len(null) >= len(dst)-n {
+				break
+			}
+			n += copy(dst[n:], null)
+		} else {
+			if vl >= len(dst)-n {
+				break
+			}
+			n += copy(dst[n:], rec[q2:])
+		}
+		dst[n] = '\n'
+		n++
+		p = end
+		done++
+	}
+	return n, p, done
+}
+
+// minPlainRecord is the smallest record length field (the bytes after it):
+// every field one byte.
+const minPlainRecord = 6
+
+// plainVarint reads a zig-zag varint of one or two bytes at b[p:]; ok is
+// false for anything longer or past the end.
+func plainVarint(b []byte, p int) (v, next int, ok bool) {
+	if p >= len(b) {
+		return 0, p, false
+	}
+	u := uint32(b[p])
+	if u >= 0x80 {
+		if p+1 >= len(b) || b[p+1] >= 0x80 {
+			return 0, p, false
+		}
+		u = u&0x7f | uint32(b[p+1])<<7
+		p++
+	}
+	return int(int32(u>>1) ^ -int32(u&1)), p + 1, true
+}

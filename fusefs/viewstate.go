@@ -250,13 +250,48 @@ type cursor struct {
 	rd    logChunk
 	sc    renderScratch
 	err   error // from a failed seek, returned by read
+
+	// A plain view without print.key renders an uncompressed batch
+	// straight from its bytes (putPlainRaw): raw[rawP:] holds its
+	// remaining rawLeft records, rawDone rendered so far, of batch rawB.
+	raw     []byte
+	rawP    int
+	rawLeft int
+	rawDone int
+	rawB    record.Batch
+	rawSize int // rawB's size in the log
+}
+
+// rawEligible reports whether b's records can be rendered by putPlainRaw
+// in format f.
+func rawEligible(b *record.Batch, f viewFormat) bool {
+	return !f.json && !f.printKey && b.Magic == 2 && b.Codec() == record.None &&
+		!b.IsControl() && b.RecordCount > 0 && len(b.Raw) == b.Size() && len(b.Raw) > record.HeaderSize
+}
+
+// rawToRecs decodes the rest of the raw batch into recs (for a record
+// putPlainRaw does not take, or to skip within the batch), or returns the
+// batch's decoding error.
+func (c *cursor) rawToRecs() error {
+	recs, dec, err := c.rawB.RecordsInto(c.sc.recs[:0], c.sc.dec)
+	c.sc.recs, c.sc.dec = recs[:0], dec
+	done := c.rawDone
+	c.raw, c.rawLeft, c.rawDone, c.rawB = nil, 0, 0, record.Batch{}
+	if err != nil {
+		return err
+	}
+	if done > len(recs) {
+		return fmt.Errorf("%w: batch decoded to %d records, %d rendered", engine.ErrCorrupt, len(recs), done)
+	}
+	c.recs, c.ri = recs, done
+	return nil
 }
 
 // idle gives the cursor's pooled log buffer back when no decoded record
 // still aliases it (at the end of the view, say); the cursor stays where
 // it is.
 func (c *cursor) idle() {
-	if c.ri >= len(c.recs) {
+	if c.ri >= len(c.recs) && c.rawLeft == 0 {
 		c.rd.free()
 	}
 }
@@ -341,6 +376,28 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			}
 			continue
 		}
+		if c.raw != nil {
+			if pos == c.next {
+				k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft, f.nullMarker)
+				c.next += int64(k - n)
+				n, c.rawP, c.rawLeft, c.rawDone = k, p, c.rawLeft-m, c.rawDone+m
+				if c.rawLeft == 0 && c.rawP == len(c.raw) {
+					c.raw = nil
+					continue
+				}
+				if n == len(dest) {
+					break
+				}
+			}
+			// A record putPlainRaw does not take (or that does not
+			// fit), a skip, or bytes after the last record: decode the
+			// rest of the batch.
+			if err := c.rawToRecs(); err != nil {
+				st.ps.logCorrupt(c.h.key.seg, c.fpos-int64(c.rawSize), err)
+				return n, err
+			}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			if n > 0 {
 				return n, nil
@@ -385,6 +442,14 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 		}
 		c.recs, c.ri = c.recs[:0], 0
 		if !b.IsControl() {
+			c.ab = st.abSet()
+			c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
+			if !c.txn && rawEligible(&b, f) {
+				c.raw, c.rawP, c.rawLeft, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, int(b.RecordCount), 0, b
+				c.rawSize = b.Size()
+				c.fpos += int64(b.Size())
+				continue
+			}
 			recs, dec, err := b.RecordsInto(c.sc.recs[:0], c.sc.dec)
 			c.sc.recs, c.sc.dec = recs[:0], dec
 			if err != nil {
@@ -392,8 +457,6 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 				return n, err
 			}
 			c.recs = recs
-			c.ab = st.abSet()
-			c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
 		}
 		c.fpos += int64(b.Size())
 	}
@@ -426,5 +489,6 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	c.rd.prefetch = true
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
+	c.raw, c.rawLeft, c.rawDone, c.rawB = nil, 0, 0, record.Batch{}
 	return true
 }
