@@ -115,6 +115,10 @@ func TestPutPlainRawMatchesRecords(t *testing.T) {
 				for i := range recs {
 					want = f.appendRecord(want, &recs[i])
 				}
+				if n, ok := measurePlainRaw(b.Raw[record.HeaderSize:], int(b.RecordCount), f.nullMarker); ok || tc.allFast {
+					assert.True(t, ok)
+					assert.Equal(t, int64(len(want)), n, "measured without rendering")
+				}
 				for _, room := range []int{1, 5, 64, 301, 4096, len(want) + 10} {
 					got, fast := rawRender(t, &b, f, room)
 					require.Equal(t, string(want), string(got), "room %d", room)
@@ -244,8 +248,10 @@ func FuzzPutPlainRaw(f *testing.F) {
 		require.LessOrEqual(t, m, int(count))
 		require.LessOrEqual(t, p, len(data))
 		require.LessOrEqual(t, n, room)
+		measured, measuredOK := measurePlainRaw(data, int(count), "N")
 		recs, err := b.Records(nil)
 		if err != nil {
+			require.False(t, measuredOK, "measured a batch that does not decode")
 			return
 		}
 		var want []byte
@@ -254,5 +260,12 @@ func FuzzPutPlainRaw(f *testing.F) {
 			want = f.appendRecord(want, &recs[i])
 		}
 		require.Equal(t, string(want), string(dst[:n]))
+		if measuredOK {
+			var all []byte
+			for i := range recs {
+				all = f.appendRecord(all, &recs[i])
+			}
+			require.Equal(t, int64(len(all)), measured)
+		}
 	})
 }

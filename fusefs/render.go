@@ -336,6 +336,69 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 	return n, p, done
 }
 
+// measurePlainRaw is the rendered length of all count records of data (an
+// uncompressed v2 records section) in a plain format without print.key:
+// putPlainRaw's output length, computed without rendering. ok is false
+// unless every record is of the shape putPlainRaw takes and they end
+// exactly at the end of data; the caller then measures the decoded
+// records (and gets any decoding error).
+func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
+	p := 0
+	for range count {
+		if p+2 > len(data) {
+			return 0, false
+		}
+		u := uint32(data[p])
+		q := p + 1
+		if u >= 0x80 {
+			c := uint32(data[q])
+			if c >= 0x80 {
+				return 0, false
+			}
+			u, q = u&0x7f|c<<7, q+1
+		}
+		end := q + int(int32(u>>1)^-int32(u&1))
+		if end-q < minPlainRecord || end > len(data) || data[end-1] != 0 {
+			return 0, false
+		}
+		rec := data[:end-1]
+		q++ // attributes
+		if rec[q] < 0x80 {
+			q++
+		} else if rec[q+1] < 0x80 {
+			q += 2
+		} else {
+			return 0, false
+		}
+		if q >= len(rec) {
+			return 0, false
+		}
+		if rec[q] < 0x80 {
+			q++
+		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
+			q += 2
+		} else {
+			return 0, false
+		}
+		kl, q2, ok := plainVarint(rec, q)
+		if !ok || kl < -1 || (kl > 0 && kl > len(rec)-q2) {
+			return 0, false
+		}
+		q = q2 + max(kl, 0)
+		vl, q2, ok := plainVarint(rec, q)
+		if !ok || vl < -1 || q2+max(vl, 0) != len(rec) {
+			return 0, false
+		}
+		if vl < 0 {
+			n += int64(len(null)) + 1
+		} else {
+			n += int64(vl) + 1
+		}
+		p = end
+	}
+	return n, p == len(data)
+}
+
 // minPlainRecord is the smallest record length field (the bytes after it):
 // every field one byte.
 const minPlainRecord = 6

@@ -201,6 +201,11 @@ func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 	if b.IsControl() {
 		return 0, nil
 	}
+	if hi == math.MaxInt64 && rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
+		if n, ok := measurePlainRaw(b.Raw[record.HeaderSize:], int(b.RecordCount), f.nullMarker); ok {
+			return n, nil
+		}
+	}
 	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
 	sc.recs, sc.dec = recs[:0], dec
 	if err != nil {

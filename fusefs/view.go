@@ -233,6 +233,20 @@ func (r *aheadResult) Done() {
 	}
 }
 
+// destResult is data rendered into go-fuse's own READ buffer. Like
+// aheadResult it is written with writev: go-fuse would otherwise try to
+// splice it first, which for a 1 MiB READ always fails (the reply is
+// larger than a pipe) and logs "trySplice: ... max pipe size" per READ.
+type destResult []byte
+
+func (r destResult) Size() int { return len(r) }
+
+func (r destResult) Bytes(dst []byte) ([]byte, fuse.Status) { return r, fuse.OK }
+
+func (r destResult) Slices() ([][]byte, fuse.Status) { return [][]byte{r}, fuse.OK }
+
+func (r destResult) Done() {}
+
 // takeAhead removes the pending read ahead, waiting for it; ok is false
 // if there is none (or another Read took it).
 func (h *viewHandle) takeAhead() (a readAhead, ok bool) {
@@ -373,7 +387,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 			return nil, v.fsys.errno("read", err)
 		}
 		n = k
-		res = fuse.ReadResultData(dest[:n])
+		res = destResult(dest[:n])
 	}
 	if n < len(dest) {
 		// The end of the view (for now): an idle handle keeps no buffers.
