@@ -269,6 +269,31 @@ func rawEligible(b *record.Batch, f viewFormat) bool {
 		!b.IsControl() && b.RecordCount > 0 && len(b.Raw) == b.Size() && len(b.Raw) > record.HeaderSize
 }
 
+// pendRaw renders the next record of the raw batch, which did not fit in
+// the reader's buffer, into pend; false if putPlainRaw does not take it.
+func (c *cursor) pendRaw(f viewFormat) bool {
+	need := len(f.nullMarker) + 1
+	if u, q, ok := plainVarint(c.raw, c.rawP); ok && u > 0 {
+		need += q - c.rawP + u
+	} else {
+		return false
+	}
+	if cap(c.buf) < need {
+		c.buf = make([]byte, need)
+	}
+	buf := c.buf[:cap(c.buf)]
+	k, p, m := putPlainRaw(buf, 0, c.raw, c.rawP, 1, f.nullMarker)
+	if m != 1 {
+		return false
+	}
+	c.pend = buf[:k]
+	c.rawP, c.rawLeft, c.rawDone = p, c.rawLeft-1, c.rawDone+1
+	if c.rawLeft == 0 && c.rawP == len(c.raw) {
+		c.raw = nil
+	}
+	return true
+}
+
 // rawToRecs decodes the rest of the raw batch into recs (for a record
 // putPlainRaw does not take, or to skip within the batch), or returns the
 // batch's decoding error.
@@ -387,6 +412,9 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 				}
 				if n == len(dest) {
 					break
+				}
+				if c.rawLeft > 0 && c.pendRaw(f) {
+					continue
 				}
 			}
 			// A record putPlainRaw does not take (or that does not
