@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -162,6 +163,8 @@ func (r *Reader) start() {
 	for range n {
 		r.free <- &chunk{buf: make([]byte, r.opts.BufferSize)}
 	}
+	oneP := runtime.GOMAXPROCS(0) < 2
+	r.consSpin.off, r.prodSpin.off = oneP, oneP
 	r.wg.Go(func() {
 		for {
 			select {
@@ -207,7 +210,8 @@ const spinWait = 100 * time.Microsecond
 // after repeated timeouts (the other side is much slower: polling would
 // only burn CPU), probing again every spinProbe waits.
 type spinner struct {
-	misses int // consecutive polls that timed out
+	off    bool // never poll: one P (GOMAXPROCS=1), the other side cannot run meanwhile
+	misses int  // consecutive polls that timed out
 	waits  int
 }
 
@@ -219,7 +223,7 @@ const (
 // spin polls ch until it holds a chunk or spinWait has passed.
 func (s *spinner) spin(ch chan *chunk) {
 	s.waits++
-	if s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
+	if s.off || s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
 		return
 	}
 	start := time.Now()

@@ -404,4 +404,11 @@ func TestReaderSpinner(t *testing.T) {
 	assert.Zero(t, s.misses, "a hit resets the misses")
 	assert.NotNil(t, s.receive(ch))
 	assert.Zero(t, s.misses)
+
+	// With one P the other side cannot run while we poll: never poll.
+	off := spinner{off: true}
+	for range 2 * spinProbe {
+		off.spin(ch)
+	}
+	assert.Zero(t, off.misses)
 }
