@@ -163,19 +163,7 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 		return dst[:start], fmt.Errorf("%w: batch of %d bytes", errEncode, length)
 	}
 
-	attrs := uint16(codec)
-	if spec.LogAppendTime {
-		attrs |= attrLogAppendTime
-	}
-	if spec.Transactional {
-		attrs |= attrTransactional
-	}
-	if spec.Control {
-		attrs |= attrControl
-	}
-	if horizon {
-		attrs |= attrDeleteHorizon
-	}
+	attrs := spec.attributes(codec, horizon)
 	h := dst[start : start+HeaderSize]
 	be := binary.BigEndian
 	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
@@ -463,19 +451,7 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	crc = crc32.Update(crc, castagnoli, buf[mark:w])
 	body := w - body0
 
-	attrs := uint16(None)
-	if spec.LogAppendTime {
-		attrs |= attrLogAppendTime
-	}
-	if spec.Transactional {
-		attrs |= attrTransactional
-	}
-	if spec.Control {
-		attrs |= attrControl
-	}
-	if horizon {
-		attrs |= attrDeleteHorizon
-	}
+	attrs := spec.attributes(None, horizon)
 	h := buf[start:body0]
 	be := binary.BigEndian
 	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
@@ -634,4 +610,23 @@ func putNullable(b []byte, w int, v []byte) int {
 	}
 	w = putUvarint(b, w, uint64(zigzag32(int32(len(v)))))
 	return w + copy(b[w:], v)
+}
+
+// attributes is the batch attributes field for spec with codec; horizon
+// sets the delete-horizon bit.
+func (spec BatchSpec) attributes(codec Codec, horizon bool) uint16 {
+	attrs := uint16(codec)
+	if spec.LogAppendTime {
+		attrs |= attrLogAppendTime
+	}
+	if spec.Transactional {
+		attrs |= attrTransactional
+	}
+	if spec.Control {
+		attrs |= attrControl
+	}
+	if horizon {
+		attrs |= attrDeleteHorizon
+	}
+	return attrs
 }
