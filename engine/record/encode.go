@@ -163,22 +163,9 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 		return dst[:start], fmt.Errorf("%w: batch of %d bytes", errEncode, length)
 	}
 
-	attrs := spec.attributes(codec, horizon)
 	h := dst[start : start+HeaderSize]
-	be := binary.BigEndian
-	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
-	be.PutUint32(h[offLength:], uint32(length))
-	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
-	h[offMagic] = 2
-	be.PutUint16(h[offAttributes:], attrs)
-	be.PutUint32(h[offLastOffsetDelta:], uint32(lastDelta))
-	be.PutUint64(h[offBaseTimestamp:], uint64(baseTs))
-	be.PutUint64(h[offMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
-	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
-	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
-	be.PutUint32(h[offRecordCount:], uint32(len(recs)))
-	be.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
+	spec.putHeader(h, spec.attributes(codec, horizon), length, lastDelta, baseTs, maxTs, len(recs))
+	binary.BigEndian.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
 	return dst, nil
 }
 
@@ -451,23 +438,10 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	crc = crc32.Update(crc, castagnoli, buf[mark:w])
 	body := w - body0
 
-	attrs := spec.attributes(None, horizon)
 	h := buf[start:body0]
-	be := binary.BigEndian
-	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
-	be.PutUint32(h[offLength:], uint32(HeaderSize+body-LogOverhead))
-	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
-	h[offMagic] = 2
-	be.PutUint16(h[offAttributes:], attrs)
-	be.PutUint32(h[offLastOffsetDelta:], uint32(lastDelta))
-	be.PutUint64(h[offBaseTimestamp:], uint64(baseTs))
-	be.PutUint64(h[offMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
-	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
-	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
-	be.PutUint32(h[offRecordCount:], uint32(n))
+	spec.putHeader(h, spec.attributes(None, horizon), HeaderSize+body-LogOverhead, lastDelta, baseTs, maxTs, n)
 	hcrc := crc32.Checksum(h[offAttributes:], castagnoli)
-	be.PutUint32(h[offCRC:], crc32cCombine(hcrc, crc, body))
+	binary.BigEndian.PutUint32(h[offCRC:], crc32cCombine(hcrc, crc, body))
 	return buf[:w], SequentialInfo{Records: n, Size: w - start, MaxTimestamp: maxTs}, nil
 }
 
@@ -629,4 +603,21 @@ func (spec BatchSpec) attributes(codec Codec, horizon bool) uint16 {
 		attrs |= attrDeleteHorizon
 	}
 	return attrs
+}
+
+// putHeader writes every field of the v2 batch header h but the CRC.
+func (spec BatchSpec) putHeader(h []byte, attrs uint16, length int, lastDelta int32, baseTs, maxTs int64, count int) {
+	be := binary.BigEndian
+	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
+	be.PutUint32(h[offLength:], uint32(length))
+	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
+	h[offMagic] = 2
+	be.PutUint16(h[offAttributes:], attrs)
+	be.PutUint32(h[offLastOffsetDelta:], uint32(lastDelta))
+	be.PutUint64(h[offBaseTimestamp:], uint64(baseTs))
+	be.PutUint64(h[offMaxTimestamp:], uint64(maxTs))
+	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
+	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
+	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
+	be.PutUint32(h[offRecordCount:], uint32(count))
 }
