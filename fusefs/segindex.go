@@ -194,9 +194,9 @@ type renderScratch struct {
 }
 
 // measureBatchRange returns the rendered length of the shown records of b
-// with offsets below hi: renderBatchRange's output length. Plain formats
-// add up record lengths without rendering; JSON renders each record once
-// into sc.out.
+// with offsets below hi (none of a control batch, none of an aborted
+// transaction). Plain formats add up record lengths without rendering; JSON
+// renders each record once into sc.out.
 func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
 	if b.IsControl() {
 		return 0, nil
@@ -510,39 +510,6 @@ func (r *logChunk) free() {
 	r.cur.release()
 	r.spare.release()
 	r.seg, r.next = nil, 0
-}
-
-// renderBatch appends the rendering of the shown records of b: none for a
-// control batch, none of an aborted transaction. The rendering never
-// aliases b.Raw or sc.
-func renderBatch(dst []byte, b *record.Batch, f viewFormat, ab *abortedSet, sc *renderScratch) ([]byte, error) {
-	return renderBatchRange(dst, b, f, math.MaxInt64, ab, sc)
-}
-
-// renderBatchRange renders the shown records of b with offsets below hi.
-// Records are decoded with RecordsInto: keys and values alias b.Raw (codec
-// none) or sc.dec (compressed), so no batch body is copied per render.
-func renderBatchRange(dst []byte, b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) ([]byte, error) {
-	if b.IsControl() {
-		return dst, nil
-	}
-	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
-	sc.recs, sc.dec = recs[:0], dec
-	if err != nil {
-		return dst, err
-	}
-	txn := b.IsTransactional() && !ab.empty()
-	for i := range recs {
-		r := &recs[i]
-		if r.Offset >= hi {
-			break
-		}
-		if txn && ab.aborted(b.ProducerID, r.Offset) {
-			continue
-		}
-		dst = f.appendRecord(dst, r)
-	}
-	return dst, nil
 }
 
 // abortedSet is the union of the aborted transactions of a partition's
