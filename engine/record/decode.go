@@ -369,58 +369,25 @@ func decodeWindow(r *Record, data []byte, s int, baseOff, baseTs int64) int {
 		return 0
 	}
 	w := (*[windowSize]byte)(data[s : s+windowSize])
-	// length
-	u := uint32(w[0])
-	q := 1
-	if u >= 0x80 {
-		c := uint32(w[1])
-		if c >= 0x80 {
-			return 0
-		}
-		u, q = u&0x7f|c<<7, 2
-	}
-	length := int(int32(u>>1) ^ -int32(u&1))
+	length, q, ok := window12(w, 0)
 	end := s + q + length
-	if length < minRecordSize-1 || end > len(data) || data[end-1] != 0 {
+	if !ok || length < minRecordSize-1 || end > len(data) || data[end-1] != 0 {
 		return 0
 	}
 	q++ // attributes
-	// timestampDelta (varlong, here of one or two bytes)
-	u64 := uint64(w[q&(windowSize-1)])
-	q++
-	if u64 >= 0x80 {
-		c := uint64(w[q&(windowSize-1)])
-		if c >= 0x80 {
-			return 0
-		}
-		u64 = u64&0x7f | c<<7
-		q++
+
+	ts, q, ok := window12(w, q) // timestampDelta (a varlong, here of at most two bytes)
+	if !ok {
+		return 0
 	}
-	ts := int64(u64>>1) ^ -int64(u64&1)
-	// offsetDelta
-	u = uint32(w[q&(windowSize-1)])
-	q++
-	if u >= 0x80 {
-		c := uint32(w[q&(windowSize-1)])
-		if c >= 0x80 {
-			return 0
-		}
-		u = u&0x7f | c<<7
-		q++
+	off, q, ok := window12(w, q) // offsetDelta
+	if !ok {
+		return 0
 	}
-	off := int32(u>>1) ^ -int32(u&1)
-	// keyLength
-	u = uint32(w[q&(windowSize-1)])
-	q++
-	if u >= 0x80 {
-		c := uint32(w[q&(windowSize-1)])
-		if c >= 0x80 {
-			return 0
-		}
-		u = u&0x7f | c<<7
-		q++
+	kl, q, ok := window12(w, q) // keyLength
+	if !ok {
+		return 0
 	}
-	kl := int(int32(u>>1) ^ -int32(u&1))
 	p := s + q
 	if p >= end {
 		return 0
@@ -451,8 +418,26 @@ func decodeWindow(r *Record, data []byte, s int, baseOff, baseTs int64) int {
 	if p != end-1 {
 		return 0
 	}
-	r.Offset, r.Timestamp, r.Key, r.Value = baseOff+int64(off), baseTs+ts, key, value
+	r.Offset, r.Timestamp, r.Key, r.Value = baseOff+int64(off), baseTs+int64(ts), key, value
 	return end
+}
+
+// window12 is varint12 for decodeWindow's window: the one- or two-byte
+// zig-zag varint at w[q] (indexes masked to the window, so no bounds check)
+// and the position after it; ok is false for a longer varint. It must stay
+// inlinable (go build -gcflags=-m ./engine/record).
+func window12(w *[windowSize]byte, q int) (v, next int, ok bool) {
+	u := uint32(w[q&(windowSize-1)])
+	q++
+	if u >= 0x80 {
+		c := uint32(w[q&(windowSize-1)])
+		if c >= 0x80 {
+			return 0, q, false
+		}
+		u = u&0x7f | c<<7
+		q++
+	}
+	return int(int32(u>>1) ^ -int32(u&1)), q, true
 }
 
 // decodeHeaders decodes hc headers of the record rb at position p into
