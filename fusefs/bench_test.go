@@ -87,16 +87,7 @@ func BenchmarkViewReadBigBatches(b *testing.B) {
 			buf := make([]byte, size)
 			for b.Loop() {
 				var c cursor
-				for off := int64(0); ; {
-					n, err := st.read(context.Background(), &c, buf, off)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n == 0 {
-						break
-					}
-					off += int64(n)
-				}
+				readWholeView(b, st, &c, buf, false)
 				c.rd.free()
 			}
 		})
@@ -125,16 +116,7 @@ func BenchmarkViewRead(b *testing.B) {
 			buf := make([]byte, 128<<10)
 			for b.Loop() {
 				var c cursor
-				for off := int64(0); ; {
-					n, err := st.read(context.Background(), &c, buf, off)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n == 0 {
-						break
-					}
-					off += int64(n)
-				}
+				readWholeView(b, st, &c, buf, false)
 			}
 		})
 	}

@@ -205,17 +205,7 @@ func TestRawViewsMatchDecodedViews(t *testing.T) {
 		require.Equal(t, int64(len(want)), st.size())
 		for _, size := range []int{1, 7, 100, 4096, 65536, 1 << 20} {
 			var c cursor
-			var got []byte
-			buf := make([]byte, size)
-			for off := int64(0); ; {
-				n, err := st.read(context.Background(), &c, buf, off)
-				require.NoError(t, err)
-				if n == 0 {
-					break
-				}
-				got = append(got, buf[:n]...)
-				off += int64(n)
-			}
+			got := readWholeView(t, st, &c, make([]byte, size), true)
 			require.Equal(t, len(want), len(got), "%+v in %d-byte reads", f, size)
 			require.True(t, bytes.Equal(want, got), "%+v in %d-byte reads", f, size)
 			c.rd.free()

@@ -90,17 +90,7 @@ func TestViewStateReadsAndSeeks(t *testing.T) {
 				require.Equal(t, int64(len(want)), st.size())
 				// Sequential reads in odd chunk sizes.
 				var c cursor
-				var got []byte
-				buf := make([]byte, 7777)
-				for off := int64(0); ; {
-					n, err := st.read(context.Background(), &c, buf, off)
-					require.NoError(t, err)
-					if n == 0 {
-						break
-					}
-					got = append(got, buf[:n]...)
-					off += int64(n)
-				}
+				got := readWholeView(t, st, &c, make([]byte, 7777), true)
 				require.Equal(t, string(want), string(got))
 				// Random seeks, each on a fresh cursor and on a shared one.
 				rng := rand.New(rand.NewSource(from))
@@ -321,21 +311,30 @@ func TestViewStateTinyReads(t *testing.T) {
 		want := renderAll(format, recs, 5)
 		for _, size := range []int{1, 3, 64, 1000} {
 			var c cursor
-			var got []byte
-			buf := make([]byte, size)
-			for off := int64(0); ; {
-				n, err := st.read(context.Background(), &c, buf, off)
-				require.NoError(t, err)
-				if n == 0 {
-					break
-				}
-				got = append(got, buf[:n]...)
-				off += int64(n)
-			}
+			got := readWholeView(t, st, &c, make([]byte, size), true)
 			assert.Equal(t, string(want), string(got), "%+v in %d-byte reads", format, size)
 			c.rd.free()
 		}
 		st.release()
+	}
+}
+
+// readWholeView reads st from the start to its end through c in
+// len(buf)-byte reads, failing on any error, and returns the bytes read
+// when keep is set (benchmarks pass false: nothing is appended).
+func readWholeView(tb testing.TB, st *viewState, c *cursor, buf []byte, keep bool) []byte {
+	tb.Helper()
+	var got []byte
+	for off := int64(0); ; {
+		n, err := st.read(context.Background(), c, buf, off)
+		require.NoError(tb, err)
+		if n == 0 {
+			return got
+		}
+		if keep {
+			got = append(got, buf[:n]...)
+		}
+		off += int64(n)
 	}
 }
 
