@@ -227,26 +227,15 @@ type errRecord string
 
 func (e errRecord) Error() string { return string(e) }
 
-// decodeRecord decodes one record from the start of data. Offset and
-// Timestamp hold the raw deltas. It returns the bytes consumed.
-func decodeRecord(data []byte) (Record, int, error) {
-	var r Record
-	n, err := decodeRecordInto(&r, data, false)
-	if err != nil {
-		return Record{}, 0, err
-	}
-	return r, n, nil
-}
-
 // decodeRecordInto decodes one record from the start of data into *r,
 // setting every field (Offset and Timestamp hold the raw deltas). It returns
 // the bytes consumed. reuseHeaders lets it decode headers into r.Headers'
 // backing array (EachRecord); otherwise a record with headers gets a new
 // slice and one without gets nil. On error *r is unspecified.
 //
-// Hot path: varints of one or two bytes are read by the inlined varint12
-// and varlong12, and positions are kept within rb = data[:end] so the
-// compiler can drop most bounds checks.
+// Hot path: varints (and the timestampDelta varlong) of one or two bytes
+// are read by the inlined varint12, and positions are kept within
+// rb = data[:end] so the compiler can drop most bounds checks.
 func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 	length, p, ok := varint12(data, 0)
 	if !ok {
@@ -262,7 +251,9 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 	rb := data[:end] // length varint .. end of headers
 	p++              // skip attributes (length >= 6, so it is there)
 
-	tsDelta, p, ok := varlong12(rb, p)
+	// A varlong of one or two bytes reads as a varint (varint12).
+	ts12, p, ok := varint12(rb, p)
+	tsDelta := int64(ts12)
 	if !ok {
 		tsDelta, p = varlongAt(rb, p)
 	}

@@ -96,9 +96,8 @@ func readVarlong(b []byte) (int64, int) {
 	return 0, -1
 }
 
-// zz32 and zz64 undo the zig-zag encoding of a one-byte varint c (< 0x80).
+// zz32 undoes the zig-zag encoding of a one-byte varint c (< 0x80).
 func zz32(c byte) int32 { return int32(c>>1) ^ -int32(c&1) }
-func zz64(c byte) int64 { return int64(c>>1) ^ -int64(c&1) }
 
 // varint12 decodes a one- or two-byte zig-zag varint at b[p:] (values
 // -8192..8191: the lengths, deltas and counts of records up to 8 KiB) when
@@ -116,23 +115,6 @@ func varint12(b []byte, p int) (v int32, next int, ok bool) {
 			p++
 		}
 		return int32(u>>1) ^ -int32(u&1), p + 1, true
-	}
-	return 0, p, false
-}
-
-// varlong12 is varint12 for a varlong (timestamp deltas up to ±8 s).
-func varlong12(b []byte, p int) (v int64, next int, ok bool) {
-	if uint(p+1) < uint(len(b)) {
-		u := uint64(b[p])
-		if u >= 0x80 {
-			c1 := b[p+1]
-			if c1 >= 0x80 {
-				return 0, p, false
-			}
-			u = u&0x7f | uint64(c1)<<7
-			p++
-		}
-		return int64(u>>1) ^ -int64(u&1), p + 1, true
 	}
 	return 0, p, false
 }
