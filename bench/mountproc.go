@@ -247,8 +247,11 @@ func procCPU(pid int) (time.Duration, error) {
 	// The command name may hold spaces and parentheses: fields start
 	// after the last ')', with the state (field 3) first.
 	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
 	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
+	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}
 	var ticks int64
@@ -260,4 +263,27 @@ func procCPU(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * (time.Second / 100), nil
+}
+
+// cpuDuring runs fn and returns the CPU time the mount process used
+// meanwhile; 0 when /proc could not tell (the figure is informative only).
+func (m *mountProc) cpuDuring(fn func() error) (time.Duration, error) {
+	c0, err0 := procCPU(m.pid())
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	c1, err1 := procCPU(m.pid())
+	if err0 != nil || err1 != nil {
+		return 0, nil
+	}
+	return c1 - c0, nil
+}
+
+// leastCPU keeps the least non-zero CPU figure of a workload's runs (the
+// one a busy machine inflated least).
+func leastCPU(least, c time.Duration) time.Duration {
+	if c > 0 && (least == 0 || c < least) {
+		return c
+	}
+	return least
 }

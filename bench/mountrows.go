@@ -91,17 +91,17 @@ func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 		if bestBase == 0 || d < bestBase {
 			bestBase = d
 		}
-		c0, cerr := procCPU(m.pid())
-		d, err = shCat(ctx, lines, m.path("bench", "0", "append"))
+		c, err := m.cpuDuring(func() (err error) {
+			d, err = shCat(ctx, lines, m.path("bench", "0", "append"))
+			return err
+		})
 		if err != nil {
 			return nil, errorf("cat into append", err)
 		}
 		if best == 0 || d < best {
 			best = d
 		}
-		if c1, err := procCPU(m.pid()); err == nil && cerr == nil && (cpu == 0 || c1-c0 < cpu) {
-			cpu = c1 - c0
-		}
+		cpu = leastCPU(cpu, c)
 		want += n
 		st, err := m.stats("bench")
 		if err != nil {
@@ -181,17 +181,17 @@ func mountRead(ctx context.Context, r *runner) (rows []Row, err error) {
 		if bestBase == 0 || d < bestBase {
 			bestBase, logBytes = d, lb
 		}
-		c0, cerr := procCPU(m.pid())
-		d, err = catView(ctx, view)
+		c, err := m.cpuDuring(func() (err error) {
+			d, err = catView(ctx, view)
+			return err
+		})
 		if err != nil {
 			return nil, errorf("cat records", err)
 		}
 		if best == 0 || d < best {
 			best = d
 		}
-		if c1, err := procCPU(m.pid()); err == nil && cerr == nil && (cpu == 0 || c1-c0 < cpu) {
-			cpu = c1 - c0
-		}
+		cpu = leastCPU(cpu, c)
 	}
 	row := Row{
 		Workload: "mount-read",
