@@ -439,7 +439,8 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			body := 5 + varintLen(int64(len(l))) + len(l)
 			size := int64(record.HeaderSize + varintLen(int64(body)) + body)
 			if (h.checkSize && size > h.maxMessage) || keyRequired {
-				return h.refuse(fixed, recs, base, record.Record{Value: l}, size, keyRequired)
+				h.drop(fixed, recs, base)
+				return 0, h.fsys.errno("write", h.check(nil, size, keyRequired))
 			}
 			recs = append(recs, record.Record{Timestamp: -1, Value: l})
 			sizes = append(sizes, size)
@@ -455,19 +456,11 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			r, err = parsePlainLineAliased(l, h.lc)
 		}
 		size := recordSize(&r)
-		if err == nil && h.checkSize && size > h.maxMessage {
-			err = errTooLong
-		}
-		if err == nil && keyRequired && r.Key == nil {
-			h.logKeyless()
-			err = errKeyRequired
+		if err == nil {
+			err = h.check(r.Key, size, keyRequired)
 		}
 		if err != nil {
-			clear(recs[base:])
-			h.keepRecs(fixed, recs[:base])
-			if err == errTooLong {
-				return 0, syscall.EMSGSIZE
-			}
+			h.drop(fixed, recs, base)
 			return 0, h.fsys.errno("write", err)
 		}
 		recs = append(recs, r)
@@ -478,8 +471,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		// Wait for room (an error of an earlier WRITE's batches is this
 		// write's).
 		if err := h.reap(); err != nil {
-			clear(recs[base:])
-			h.keepRecs(fixed, recs[:base])
+			h.drop(fixed, recs, base)
 			return h.failed(err)
 		}
 	}
@@ -521,19 +513,24 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	return uint32(len(data)), 0
 }
 
-// refuse undoes a write's parsed records (recs[base:]) after r, of the
-// given size, failed validation, and returns the errno.
-func (h *appendHandle) refuse(fixed *partBatch, recs []record.Record, base int, r record.Record, size int64, keyRequired bool) (uint32, syscall.Errno) {
+// check validates a record of the given recordSize with the given key:
+// its size against max.message.bytes (when that is the size on disk) and,
+// when keys are required (keyRequired), its key.
+func (h *appendHandle) check(key []byte, size int64, keyRequired bool) error {
+	if h.checkSize && size > h.maxMessage {
+		return errTooLong
+	}
+	if keyRequired && key == nil {
+		h.logKeyless()
+		return errKeyRequired
+	}
+	return nil
+}
+
+// drop undoes a refused write's parsed records, recs[base:].
+func (h *appendHandle) drop(fixed *partBatch, recs []record.Record, base int) {
 	clear(recs[base:])
 	h.keepRecs(fixed, recs[:base])
-	if h.checkSize && size > h.maxMessage {
-		return 0, syscall.EMSGSIZE
-	}
-	if keyRequired && r.Key == nil {
-		h.logKeyless()
-		return 0, h.fsys.errno("write", errKeyRequired)
-	}
-	return 0, 0
 }
 
 // resolve makes sure h.parts holds every partition records may go to and
@@ -929,16 +926,13 @@ func (h *appendHandle) flush() syscall.Errno {
 		h.broken = false
 		h.fsys.log.Warn("fusefs: dropping an incomplete line after a failed write", "bytes", len(tail))
 	} else if len(tail) > 0 {
-		r, perr := h.parse(tail)
-		switch {
-		case perr != nil:
-			err = perr
-		case h.checkSize && recordSize(&r) > h.maxMessage:
-			err = errTooLong
-		case r.Key == nil && h.keyRequired():
-			h.logKeyless()
-			err = errKeyRequired
-		default:
+		var r record.Record
+		r, err = h.parse(tail)
+		size := recordSize(&r)
+		if err == nil {
+			err = h.check(r.Key, size, h.keyRequired())
+		}
+		if err == nil {
 			var n int
 			if n, err = h.resolve(); err == nil {
 				recs := []record.Record{r}
@@ -947,7 +941,7 @@ func (h *appendHandle) flush() syscall.Errno {
 					pb.recs = append(pb.recs, r)
 					recs = pb.recs[len(pb.recs)-1:]
 				}
-				h.route(recs, []int64{recordSize(&r)}, n)
+				h.route(recs, []int64{size}, n)
 				for _, id := range h.dirty {
 					pb := h.parts[id]
 					pb.dirty = false
