@@ -123,11 +123,8 @@ func (r *Reader) Next() (*record.Batch, error) {
 			r.next++
 			return b, nil
 		}
-		if r.err != nil {
+		if r.err != nil { // also after Close, which always sets it
 			return nil, r.err
-		}
-		if r.closed {
-			return nil, fmt.Errorf("engine: reader: %w", ErrClosed)
 		}
 		r.advance()
 	}

@@ -34,8 +34,8 @@ func modeName(o ReaderOptions) string {
 }
 
 // readWith reads the partition from offset from with a Reader and returns
-// copies of the records and the batches' first offsets, stopping at the
-// first error (returned).
+// copies of the records (without headers), stopping at the first error
+// (returned).
 func readWith(t testing.TB, p *Partition, from int64, opts ReaderOptions) ([]record.Record, error) {
 	t.Helper()
 	r := p.NewReader(from, opts)
