@@ -142,13 +142,13 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 	// Pass 2: write the records, directly or into a scratch buffer.
 	if codec == None {
 		for i := range recs {
-			dst = appendRecordSized(dst, &recs[i], spec.BaseOffset, baseTs, sizes[i])
+			dst = appendRecord(dst, &recs[i], spec.BaseOffset, baseTs, sizes[i])
 		}
 	} else {
 		sp := getScratch(bodySize)
 		body := (*sp)[:0]
 		for i := range recs {
-			body = appendRecordSized(body, &recs[i], spec.BaseOffset, baseTs, sizes[i])
+			body = appendRecord(body, &recs[i], spec.BaseOffset, baseTs, sizes[i])
 		}
 		var err error
 		dst, err = compress(dst, codec, body)
@@ -199,19 +199,13 @@ func putSizes(sp *[]int32) {
 	}
 }
 
-// appendRecordSized appends r's v2 encoding (length varint first); size is
-// its recordBodySize, computed once in Encode's first pass.
-func appendRecordSized(b []byte, r *Record, baseOffset, baseTs int64, size int32) []byte {
-	return appendRecordDeltas(b, r, int32(r.Offset-baseOffset), r.Timestamp-baseTs, int(size))
-}
-
-// appendRecordDeltas appends r's v2 encoding at the given deltas; size is
-// its recordBodySize.
-func appendRecordDeltas(b []byte, r *Record, offDelta int32, tsDelta int64, size int) []byte {
-	b = appendVarint(b, int32(size))
+// appendRecord appends r's v2 encoding (length varint first); size is its
+// recordBodySize, computed once in Encode's first pass.
+func appendRecord(b []byte, r *Record, baseOffset, baseTs int64, size int32) []byte {
+	b = appendVarint(b, size)
 	b = append(b, 0) // attributes
-	b = appendVarlong(b, tsDelta)
-	b = appendVarint(b, offDelta)
+	b = appendVarlong(b, r.Timestamp-baseTs)
+	b = appendVarint(b, int32(r.Offset-baseOffset))
 	b = appendBytes(b, r.Key)
 	b = appendBytes(b, r.Value)
 	b = appendVarint(b, int32(len(r.Headers)))
