@@ -185,8 +185,7 @@ type appendJob struct {
 }
 
 type jobItem struct {
-	pb     *partBatch
-	p      partitionLog
+	pb     *partBatch        // its partition is pb.p (set once, so the job may read it)
 	groups [][]record.Record // one batch each
 	recs   []record.Record   // the backing slice of groups, reused afterwards
 }
@@ -194,7 +193,7 @@ type jobItem struct {
 func (j *appendJob) run() {
 	for i := range j.items {
 		it := &j.items[i]
-		if err := appendGroups(it.p, it.groups); err != nil && j.err == nil {
+		if err := appendGroups(it.pb.p, it.groups); err != nil && j.err == nil {
 			j.err = err
 		}
 	}
@@ -663,7 +662,7 @@ func (h *appendHandle) take(job *appendJob, id int, pb *partBatch, all bool, n i
 	if k := len(job.free); k > 0 {
 		groups, job.free = job.free[k-1], job.free[:k-1]
 	}
-	job.items = append(job.items, jobItem{pb: pb, p: pb.p, recs: pb.recs, groups: groups})
+	job.items = append(job.items, jobItem{pb: pb, recs: pb.recs, groups: groups})
 	it := &job.items[len(job.items)-1]
 	start := 0
 	for _, c := range pb.cuts {
