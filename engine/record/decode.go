@@ -306,17 +306,10 @@ func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 		p = q
 	}
 
-	// The common case: no headers, and the count is the record's last byte.
+	var hc int32
 	if p == end-1 && rb[p] == 0 {
-		if reuseHeaders {
-			r.Headers = r.Headers[:0]
-		} else {
-			r.Headers = nil
-		}
-		return end, nil
-	}
-	hc, p := varintAt(rb, p)
-	if p < 0 {
+		p = end // the common case: no headers, the count is the record's last byte
+	} else if hc, p = varintAt(rb, p); p < 0 {
 		return 0, errRecord("bad headersCount varint")
 	}
 	if hc == 0 {

@@ -96,9 +96,6 @@ func readVarlong(b []byte) (int64, int) {
 	return 0, -1
 }
 
-// zz32 undoes the zig-zag encoding of a one-byte varint c (< 0x80).
-func zz32(c byte) int32 { return int32(c>>1) ^ -int32(c&1) }
-
 // varint12 decodes a one- or two-byte zig-zag varint at b[p:] (values
 // -8192..8191: the lengths, deltas and counts of records up to 8 KiB) when
 // at least two bytes are left; ok is false otherwise (call varintAt). It is
@@ -121,18 +118,11 @@ func varint12(b []byte, p int) (v int32, next int, ok bool) {
 
 // varintAt decodes the zig-zag varint at b[p:] and returns it with the
 // position after it; the position is < 0 when b ends too early or the
-// encoding is longer than 5 bytes. Hot loops test for a one-byte varint
-// themselves (b[p] < 0x80, then zz32) and call varintAt for the rest.
+// encoding is longer than 5 bytes. Hot loops read one- and two-byte varints
+// with the inlined varint12 and call varintAt for the rest.
 func varintAt(b []byte, p int) (int32, int) {
 	if p < 0 || p >= len(b) {
 		return 0, -1
-	}
-	if c := b[p]; c < 0x80 {
-		return zz32(c), p + 1
-	}
-	if p+1 < len(b) && b[p+1] < 0x80 { // two bytes: values up to ±8191
-		u := uint32(b[p]&0x7f) | uint32(b[p+1])<<7
-		return int32(u>>1) ^ -int32(u&1), p + 2
 	}
 	v, n := readVarint(b[p:])
 	if n <= 0 {
