@@ -416,7 +416,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 					return err
 				}
 			}
-			b := runBatch{start: start, end: len(buf), first: spec.BaseOffset,
+			b := batchSpan{start: start, end: len(buf), first: spec.BaseOffset,
 				last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
 			if err := p.placeLocked(b, ap); err != nil {
 				return err
@@ -459,8 +459,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 		// Placing may write the run and move a batch down to the new end of
 		// the run; the spans after it stay where they are.
 		for _, sp := range spans {
-			b := runBatch{start: sp.start, end: sp.end, first: sp.first, last: sp.last, maxTs: sp.maxTs, count: sp.count}
-			if err := p.placeLocked(b, ap); err != nil {
+			if err := p.placeLocked(sp, ap); err != nil {
 				return err
 			}
 		}
@@ -559,7 +558,7 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		record.SetLogAppendTime(buf, maxTs)
 	}
 	ap := p.appendParamsLocked(cfg, now)
-	err = p.placeLocked(runBatch{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
+	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
 	if err == nil {
 		err = p.writeRunLocked()
 	}
@@ -620,15 +619,12 @@ type appendRun struct {
 	gen     int // bumped by every write or drop
 }
 
-// runBatch is one batch of a run.
+// runBatch is one batch of a run (start and end in encBuf).
 type runBatch struct {
-	start, end  int // in encBuf
-	first, last int64
-	maxTs       int64
-	count       int
-	entry       bool  // an index entry is due before this batch
-	tidxTs      int64 // time index entry (index builder state after the batch)
-	tidxOff     int64
+	batchSpan
+	entry   bool  // an index entry is due before this batch
+	tidxTs  int64 // time index entry (index builder state after the batch)
+	tidxOff int64
 }
 
 // runMark is a point in a run to rewind to.
@@ -678,12 +674,13 @@ func (p *Partition) nextOffsetLocked() int64 {
 	return p.logEnd.Load()
 }
 
-// placeLocked adds the batch encoded at encBuf[b.start:b.end] to the run.
+// placeLocked adds the batch encoded at encBuf[sp.start:sp.end] to the run.
 // Everything in the buffer from the end of the run on is batches not placed
-// yet, in order; b is the first of them. If b belongs in a new segment,
+// yet, in order; it is the first of them. If it belongs in a new segment,
 // placeLocked writes the run and rolls first. If the run was written (then
-// it is empty), b moves down to the run's end. Callers hold mu.
-func (p *Partition) placeLocked(b runBatch, ap *appendParams) error {
+// it is empty), it moves down to the run's end. Callers hold mu.
+func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
+	b := runBatch{batchSpan: sp}
 	r := &p.w.run
 	cfg := ap.cfg
 	size := int64(b.end - b.start)
