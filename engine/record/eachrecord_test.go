@@ -335,25 +335,10 @@ func TestDecodeWindow(t *testing.T) {
 }
 
 // appendRecordForTest encodes one record as it sits in a batch body, with
-// r.Offset and r.Timestamp as its raw deltas.
+// r.Offset and r.Timestamp as its raw deltas (Encode's appendRecord with
+// base offset and timestamp 0).
 func appendRecordForTest(r Record) []byte {
-	varBytes := func(dst, b []byte) []byte {
-		if b == nil {
-			return appendVarint(dst, -1)
-		}
-		return append(appendVarint(dst, int32(len(b))), b...)
-	}
-	body := []byte{0} // attributes
-	body = appendVarlong(body, r.Timestamp)
-	body = appendVarint(body, int32(r.Offset))
-	body = varBytes(body, r.Key)
-	body = varBytes(body, r.Value)
-	body = appendVarint(body, int32(len(r.Headers)))
-	for _, h := range r.Headers {
-		body = varBytes(body, []byte(h.Key))
-		body = varBytes(body, h.Value)
-	}
-	return append(appendVarint(nil, int32(len(body))), body...)
+	return appendRecord(nil, &r, 0, 0, int32(recordBodySize(&r, int32(r.Offset), r.Timestamp)))
 }
 
 // FuzzDecodeWindow: whatever the bytes, decodeWindow only accepts records
