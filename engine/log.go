@@ -375,13 +375,8 @@ func (p *Partition) checkRecordSizesLocked(spec record.BatchSpec, recs []record.
 func (p *Partition) trialEncodeLocked(spec record.BatchSpec, r *record.Record, nowMs, maxBytes int64) error {
 	tail := p.w.encBuf[len(p.w.encBuf):]
 	if spec.Codec == record.None {
-		if _, _, err := record.EncodeSequential(tail, spec, []record.Record{*r}, nowMs, int(maxBytes)); err != nil {
-			if errors.Is(err, record.ErrBatchTooLarge) {
-				return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
-			}
-			return fmt.Errorf("engine: encode batch: %w", err)
-		}
-		return nil
+		_, _, err := record.EncodeSequential(tail, spec, []record.Record{*r}, nowMs, int(maxBytes))
+		return sequentialError(err)
 	}
 	one := *r
 	one.Offset = 0
@@ -390,6 +385,19 @@ func (p *Partition) trialEncodeLocked(spec record.BatchSpec, r *record.Record, n
 	}
 	_, _, err := encodeChunk(tail, p.w.spans[:0], spec, []record.Record{one}, maxBytes)
 	return err
+}
+
+// sequentialError is an error of record.EncodeSequential as the append
+// path reports it: ErrRecordTooLarge for a record that fits no batch.
+func sequentialError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, record.ErrBatchTooLarge):
+		return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+	default:
+		return fmt.Errorf("engine: encode batch: %w", err)
+	}
 }
 
 // encodeGroupLocked encodes recs batch by batch into the run.
@@ -403,10 +411,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 			spec.BaseOffset = base + int64(k)
 			buf, info, err := record.EncodeSequential(p.w.encBuf, spec, recs[k:], nowMs, int(maxBytes))
 			if err != nil {
-				if errors.Is(err, record.ErrBatchTooLarge) {
-					return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
-				}
-				return fmt.Errorf("engine: encode batch: %w", err)
+				return sequentialError(err)
 			}
 			p.w.encBuf = buf
 			if k == 0 && info.Records < len(recs) {
