@@ -378,21 +378,20 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	}
 	last := bytes.LastIndexByte(data, '\n')
 	partial := h.split.partial
+	unterminated := len(data) - last - 1 // the bytes after the last '\n'
 	if last < 0 {
-		if int64(len(partial)+len(data)) > h.maxMessage {
-			// An unterminated line that can never fit: drop what was
-			// buffered of it and refuse it up to its end.
-			h.split.set(nil)
-			h.skipping = true
-			return 0, syscall.EMSGSIZE
-		}
-		h.setTail(partial, data)
-		return uint32(len(data)), 0
+		unterminated += len(partial)
 	}
-	if int64(len(data)-last-1) > h.maxMessage {
+	if int64(unterminated) > h.maxMessage {
+		// An unterminated line that can never fit: drop what was
+		// buffered of it and refuse it up to its end.
 		h.split.set(nil)
 		h.skipping = true
 		return 0, syscall.EMSGSIZE
+	}
+	if last < 0 {
+		h.setTail(partial, data)
+		return uint32(len(data)), 0
 	}
 	async := h.linger > 0
 	lines := data[:last+1]
