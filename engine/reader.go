@@ -40,8 +40,7 @@ type Reader struct {
 	err  error  // sticky: returned once cur is drained
 
 	// Prefetch mode: the goroutine fills chunks from free and sends them
-	// on full; done stops it.
-	started  bool
+	// on full; done stops it (nil until Next started the goroutine).
 	free     chan *chunk
 	full     chan *chunk
 	done     chan struct{}
@@ -138,7 +137,7 @@ func (r *Reader) advance() {
 		}
 		r.prod.fill(r.cur)
 	} else {
-		if !r.started {
+		if r.done == nil {
 			r.start()
 		}
 		if r.cur != nil {
@@ -152,7 +151,6 @@ func (r *Reader) advance() {
 
 // start launches the prefetch goroutine with opts.Buffers buffers.
 func (r *Reader) start() {
-	r.started = true
 	n := r.opts.Buffers
 	r.free = make(chan *chunk, n)
 	r.full = make(chan *chunk, n)
@@ -252,7 +250,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.started {
+	if r.done != nil {
 		close(r.done)
 		r.wg.Wait()
 	}
