@@ -253,14 +253,15 @@ type cursor struct {
 
 	// A plain view without print.key renders an uncompressed batch
 	// straight from its bytes (putPlainRaw): raw[rawP:] holds its
-	// remaining rawLeft records, rawDone rendered so far, of batch rawB.
+	// remaining rawLeft() records, rawDone rendered so far, of batch rawB.
 	raw     []byte
 	rawP    int
-	rawLeft int
 	rawDone int
 	rawB    record.Batch
-	rawSize int // rawB's size in the log
 }
+
+// rawLeft is how many records of the raw batch are still to render.
+func (c *cursor) rawLeft() int { return int(c.rawB.RecordCount) - c.rawDone }
 
 // rawEligible reports whether b's records can be rendered by putPlainRaw
 // in format f.
@@ -287,8 +288,8 @@ func (c *cursor) pendRaw(f viewFormat) bool {
 		return false
 	}
 	c.pend = buf[:k]
-	c.rawP, c.rawLeft, c.rawDone = p, c.rawLeft-1, c.rawDone+1
-	if c.rawLeft == 0 && c.rawP == len(c.raw) {
+	c.rawP, c.rawDone = p, c.rawDone+1
+	if c.rawLeft() == 0 && c.rawP == len(c.raw) {
 		c.raw = nil
 	}
 	return true
@@ -301,7 +302,7 @@ func (c *cursor) rawToRecs() error {
 	recs, dec, err := c.rawB.RecordsInto(c.sc.recs[:0], c.sc.dec)
 	c.sc.recs, c.sc.dec = recs[:0], dec
 	done := c.rawDone
-	c.raw, c.rawLeft, c.rawDone, c.rawB = nil, 0, 0, record.Batch{}
+	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
 	if err != nil {
 		return err
 	}
@@ -316,7 +317,7 @@ func (c *cursor) rawToRecs() error {
 // still aliases it (at the end of the view, say); the cursor stays where
 // it is.
 func (c *cursor) idle() {
-	if c.ri >= len(c.recs) && c.rawLeft == 0 {
+	if c.ri >= len(c.recs) && c.rawLeft() == 0 {
 		c.rd.free()
 	}
 }
@@ -403,25 +404,26 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 		}
 		if c.raw != nil {
 			if pos == c.next {
-				k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft, f.nullMarker)
+				k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft(), f.nullMarker)
 				c.next += int64(k - n)
-				n, c.rawP, c.rawLeft, c.rawDone = k, p, c.rawLeft-m, c.rawDone+m
-				if c.rawLeft == 0 && c.rawP == len(c.raw) {
+				n, c.rawP, c.rawDone = k, p, c.rawDone+m
+				if c.rawLeft() == 0 && c.rawP == len(c.raw) {
 					c.raw = nil
 					continue
 				}
 				if n == len(dest) {
 					break
 				}
-				if c.rawLeft > 0 && c.pendRaw(f) {
+				if c.rawLeft() > 0 && c.pendRaw(f) {
 					continue
 				}
 			}
 			// A record putPlainRaw does not take (or that does not
 			// fit), a skip, or bytes after the last record: decode the
 			// rest of the batch.
+			batchPos := c.fpos - int64(c.rawB.Size())
 			if err := c.rawToRecs(); err != nil {
-				st.ps.logCorrupt(c.h.key.seg, c.fpos-int64(c.rawSize), err)
+				st.ps.logCorrupt(c.h.key.seg, batchPos, err)
 				return n, err
 			}
 			continue
@@ -473,8 +475,7 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			c.ab = st.abSet()
 			c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
 			if !c.txn && rawEligible(&b, f) {
-				c.raw, c.rawP, c.rawLeft, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, int(b.RecordCount), 0, b
-				c.rawSize = b.Size()
+				c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
 				c.fpos += int64(b.Size())
 				continue
 			}
@@ -517,6 +518,6 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	c.rd.prefetch = true
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
-	c.raw, c.rawLeft, c.rawDone, c.rawB = nil, 0, 0, record.Batch{}
+	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
 	return true
 }
