@@ -176,7 +176,7 @@ func (ps *partState) notifyViews(grew bool) {
 		st := v.openState()
 		if st == nil {
 			if grew {
-				if _, ok := v.lastSeenSize(); ok {
+				if v.attrsSeen() {
 					v.NotifyContent(-1, 0)
 				}
 			}

@@ -109,11 +109,12 @@ func (v *viewNode) OnForget() {
 	}
 }
 
-// lastSeenSize is the size Getattr last reported.
-func (v *viewNode) lastSeenSize() (int64, bool) {
+// attrsSeen reports whether Getattr has reported a size (the kernel may
+// hold cached attributes of the view).
+func (v *viewNode) attrsSeen() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.mu.seenSize, v.mu.seen
+	return v.mu.seen
 }
 
 // openState returns the state while the view is open, else nil.
