@@ -550,15 +550,12 @@ func (h *appendHandle) resolve() (int, error) {
 		if h.parts[id] != nil {
 			continue
 		}
-		p := partitionLog(nil)
-		if id < len(ps) && ps[id].ID() == id {
-			p = ps[id]
-		} else {
-			q, err := h.topic.Partition(id)
-			if err != nil {
+		p := ps[id]
+		if p.ID() != id {
+			var err error
+			if p, err = h.topic.Partition(id); err != nil {
 				return 0, err
 			}
-			p = q
 		}
 		h.parts[id] = &partBatch{p: p}
 	}
