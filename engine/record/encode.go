@@ -285,7 +285,8 @@ const crcStride = 8 << 10
 // lengths and writes it once at its final place, straight from the caller's
 // slices, folding each 8 KiB just written into the CRC while it is in cache;
 // the header (count and max timestamp are known last) is checksummed at the
-// end and its CRC combined with the body's. dst grows as needed (keep its
+// end and its CRC combined with the body's (a body shorter than one stride
+// is checksummed with the header in one pass instead). dst grows as needed (keep its
 // capacity across calls to write in place). spec.Codec must be None and recs non-empty. If the first
 // record alone does not fit in maxBytes nothing is written and the error
 // wraps ErrBatchTooLarge.
@@ -310,7 +311,8 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	// final place (its struct is read once, while it is in cache). The
 	// body's CRC is folded in strides while the bytes are hot; the header,
 	// whose count and max timestamp are known only at the end, is checksummed
-	// last and combined with the body's CRC.
+	// last and combined with the body's CRC (or, for a body under one
+	// stride, checksummed together with it).
 	orig, start := dst, len(dst)
 	body0 := start + HeaderSize
 	if cap(dst)-len(dst) < HeaderSize {
@@ -429,13 +431,19 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		}
 		lastDelta = spec.LastOffsetDelta
 	}
-	crc = crc32.Update(crc, castagnoli, buf[mark:w])
 	body := w - body0
 
 	h := buf[start:body0]
 	spec.putHeader(h, spec.attributes(None, horizon), HeaderSize+body-LogOverhead, lastDelta, baseTs, maxTs, n)
-	hcrc := crc32.Checksum(h[offAttributes:], castagnoli)
-	binary.BigEndian.PutUint32(h[offCRC:], crc32cCombine(hcrc, crc, body))
+	if mark == body0 {
+		// Nothing folded yet (a body under crcStride, still in cache): one
+		// pass over header and body costs less than a combination (~0.5 µs).
+		crc = crc32.Checksum(buf[start+offAttributes:w], castagnoli)
+	} else {
+		crc = crc32.Update(crc, castagnoli, buf[mark:w])
+		crc = crc32cCombine(crc32.Checksum(h[offAttributes:], castagnoli), crc, body)
+	}
+	binary.BigEndian.PutUint32(h[offCRC:], crc)
 	return buf[:w], SequentialInfo{Records: n, Size: w - start, MaxTimestamp: maxTs}, nil
 }
 
