@@ -353,9 +353,19 @@ func decodeWindow(r *Record, data []byte, s int, baseOff, baseTs int64) int {
 		return 0
 	}
 	w := (*[windowSize]byte)(data[s : s+windowSize])
-	length, q, ok := window12(w, 0)
+	// length
+	u := uint32(w[0])
+	q := 1
+	if u >= 0x80 {
+		c := uint32(w[1])
+		if c >= 0x80 {
+			return 0
+		}
+		u, q = u&0x7f|c<<7, 2
+	}
+	length := int(int32(u>>1) ^ -int32(u&1))
 	end := s + q + length
-	if !ok || length < minRecordSize-1 || end > len(data) || data[end-1] != 0 {
+	if length < minRecordSize-1 || end > len(data) || data[end-1] != 0 {
 		return 0
 	}
 	q++ // attributes
