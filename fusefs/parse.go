@@ -139,13 +139,15 @@ func checkKeys(obj []byte, allowed map[string]bool) error {
 				}
 			}
 			if expectKey {
-				key := string(obj[i+1 : j])
+				key := obj[i+1 : j]
 				if escaped {
-					if err := json.Unmarshal(obj[i:j+1], &key); err != nil {
+					var s string
+					if err := json.Unmarshal(obj[i:j+1], &s); err != nil {
 						return fmt.Errorf("%w: %v", errParse, err)
 					}
+					key = []byte(s)
 				}
-				if !allowed[key] {
+				if !allowed[string(key)] { // no allocation
 					return fmt.Errorf("%w: unknown field %q", errParse, key)
 				}
 				expectKey = false
