@@ -270,6 +270,7 @@ func appendJSONString(dst []byte, s []byte) []byte {
 // rendered.
 func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int, int, int) {
 	done := 0
+	ok := false
 	for done < left {
 		// length
 		if p+2 > len(data) {
@@ -291,21 +292,10 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 		rec := data[:end-1] // up to the headers count (0)
 		q++                 // attributes
 		// timestampDelta and offsetDelta, skipped.
-		if rec[q] < 0x80 {
-			q++
-		} else if rec[q+1] < 0x80 {
-			q += 2
-		} else {
+		if q, ok = skipPlainVarint(rec, q); !ok {
 			break
 		}
-		if q >= len(rec) {
-			break
-		}
-		if rec[q] < 0x80 {
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			q += 2
-		} else {
+		if q, ok = skipPlainVarint(rec, q); !ok {
 			break
 		}
 		kl, q2, ok := plainVarint(rec, q)
@@ -363,21 +353,11 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 		}
 		rec := data[:end-1]
 		q++ // attributes
-		if rec[q] < 0x80 {
-			q++
-		} else if rec[q+1] < 0x80 {
-			q += 2
-		} else {
+		// timestampDelta and offsetDelta, skipped.
+		if q, ok = skipPlainVarint(rec, q); !ok {
 			return 0, false
 		}
-		if q >= len(rec) {
-			return 0, false
-		}
-		if rec[q] < 0x80 {
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			q += 2
-		} else {
+		if q, ok = skipPlainVarint(rec, q); !ok {
 			return 0, false
 		}
 		kl, q2, ok := plainVarint(rec, q)
@@ -402,6 +382,18 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 // minPlainRecord is the smallest record length field (the bytes after it):
 // every field one byte.
 const minPlainRecord = 6
+
+// skipPlainVarint skips a varint of one or two bytes at b[q:]; ok is
+// false for anything longer or past the end.
+func skipPlainVarint(b []byte, q int) (next int, ok bool) {
+	if q < len(b) && b[q] < 0x80 {
+		return q + 1, true
+	}
+	if q+1 < len(b) && b[q+1] < 0x80 {
+		return q + 2, true
+	}
+	return q, false
+}
 
 // plainVarint reads a zig-zag varint of one or two bytes at b[p:]; ok is
 // false for anything longer or past the end.
