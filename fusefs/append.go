@@ -193,32 +193,10 @@ type jobItem struct {
 func (j *appendJob) run() {
 	for i := range j.items {
 		it := &j.items[i]
-		if err := appendGroups(it.pb.p, it.groups); err != nil && j.err == nil {
+		if _, _, err := it.pb.p.AppendEach(it.groups); err != nil && j.err == nil {
 			j.err = err
 		}
 	}
-}
-
-// groupAppender is the engine's Partition.AppendEach: every group becomes
-// its own batch, all under one lock and in as few writes as possible.
-type groupAppender interface {
-	AppendEach(groups [][]record.Record) (first, last int64, err error)
-}
-
-// appendGroups appends each group as one batch (or more, if the engine
-// must split it for max.message.bytes), in order, stopping at the first
-// error.
-func appendGroups(p partitionLog, groups [][]record.Record) error {
-	if g, ok := p.(groupAppender); ok {
-		_, _, err := g.AppendEach(groups)
-		return err
-	}
-	for _, g := range groups {
-		if _, _, err := p.Append(g); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // appendHandle is one open append file: its line framing and its batches.

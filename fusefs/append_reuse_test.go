@@ -76,9 +76,13 @@ func BenchmarkAppendWrite(b *testing.B) {
 
 // discardLog accepts appends and keeps nothing.
 type discardLog struct {
-	partitionLog // only Append is used
+	partitionLog // only AppendEach is used
 }
 
-func (discardLog) Append(recs []record.Record) (int64, int64, error) {
-	return 0, int64(len(recs)) - 1, nil
+func (discardLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+	n := 0
+	for _, recs := range groups {
+		n += len(recs)
+	}
+	return 0, int64(n) - 1, nil
 }

@@ -21,19 +21,23 @@ import (
 
 // fakeLog records appends and fails them on demand.
 type fakeLog struct {
-	partitionLog // only Append is used
+	partitionLog // only AppendEach is used
 	fail         error
 	got          []string
 }
 
-func (f *fakeLog) Append(recs []record.Record) (int64, int64, error) {
+func (f *fakeLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 	if f.fail != nil {
 		return 0, 0, f.fail
 	}
-	for _, r := range recs {
-		f.got = append(f.got, string(r.Value))
+	n := 0
+	for _, recs := range groups {
+		for _, r := range recs {
+			f.got = append(f.got, string(r.Value))
+		}
+		n += len(recs)
 	}
-	return 0, int64(len(recs)) - 1, nil
+	return 0, int64(n) - 1, nil
 }
 
 func newTestHandle(p partitionLog, maxMessage int64) *appendHandle {
@@ -105,14 +109,10 @@ func TestRecordSizeMatchesEncoder(t *testing.T) {
 // groupLog is a partition with AppendEach: it records every call's groups
 // (one batch each) and fails them on demand.
 type groupLog struct {
-	partitionLog // only Append and AppendEach are used
+	partitionLog // only AppendEach is used
 	mu           sync.Mutex
 	fail         error
 	calls        [][][]string
-}
-
-func (g *groupLog) Append(recs []record.Record) (int64, int64, error) {
-	return g.AppendEach([][]record.Record{recs})
 }
 
 func (g *groupLog) AppendEach(groups [][]record.Record) (int64, int64, error) {

@@ -20,7 +20,10 @@ type partitionLog interface {
 	ID() int
 	Dir() string
 	Config() engine.Config
-	Append(recs []record.Record) (first, last int64, err error)
+	// AppendEach appends each group as its own batch (or more, if a group
+	// exceeds max.message.bytes), all under one lock and in as few writes
+	// as possible, stopping at the first error.
+	AppendEach(groups [][]record.Record) (first, last int64, err error)
 	Flush() error
 	Snapshot() *engine.Snapshot
 	OffsetForTime(ts int64) (int64, error)
