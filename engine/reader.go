@@ -255,9 +255,7 @@ func (r *Reader) Close() error {
 		r.wg.Wait()
 	}
 	r.cur, r.free, r.full = nil, nil, nil
-	if r.err == nil {
-		r.err = fmt.Errorf("engine: reader: %w", ErrClosed)
-	}
+	r.err = fmt.Errorf("engine: reader: %w", ErrClosed)
 	r.snap.Release()
 	return nil
 }

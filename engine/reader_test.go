@@ -313,6 +313,16 @@ func TestReaderCloseReleasesSnapshot(t *testing.T) {
 	// Closing a reader that never read.
 	r := p.NewReader(0, ReaderOptions{})
 	require.NoError(t, r.Close())
+	// Next after Close is ErrClosed even when the reader had reached the end.
+	r = p.NewReader(0, ReaderOptions{})
+	var err error
+	for err == nil {
+		_, err = r.Next()
+	}
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, r.Close())
+	_, err = r.Next()
+	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestReaderKafkaFixtures(t *testing.T) {
