@@ -26,8 +26,16 @@ type PartitionOptions struct {
 	FirstDirty     int64 // from cleaner-offset-checkpoint; -1 unknown
 	CleanShutdown  bool  // skip recovery scanning
 	ReadOnly       bool  // never write, never truncate (recover in memory)
-	Logger         *slog.Logger
-	Now            func() time.Time // nil = time.Now
+	// InlineWrites makes the appending goroutine write every run itself.
+	// By default a large append hands finished pieces to a write goroutine
+	// that writes them while the next are encoded: faster when the
+	// appender has a CPU to itself, but it costs CPU (the two poll for each
+	// other), so callers whose appends run beside other busy work (the
+	// mount, whose FUSE handlers frame the next request meanwhile) turn it
+	// off.
+	InlineWrites bool
+	Logger       *slog.Logger
+	Now          func() time.Time // nil = time.Now
 }
 
 // PartitionStats are a partition's counters since it was opened.
@@ -78,6 +86,7 @@ type Partition struct {
 	w  struct {
 		encBuf    []byte // encoded batches of the pending run
 		run       appendRun
+		pipe      runWriter    // writes the run's finished chunks while the next are encoded
 		params    appendParams // parsed config of the last append call
 		recBuf    []record.Record
 		spans     []batchSpan
@@ -112,6 +121,7 @@ type batchSpan struct {
 // directory dir and recovers it (see recovery.go).
 func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions) (*Partition, error) {
 	p := &Partition{fs: fsys, dir: dir, topic: topic, id: id, opts: opts, logger: opts.Logger, now: opts.Now}
+	p.w.pipe = newRunWriter(opts.InlineWrites)
 	if p.logger == nil {
 		p.logger = slog.Default()
 	}
@@ -215,6 +225,7 @@ type appendParams struct {
 	rollMs    int64 // segment.ms, capped by max.compaction.lag.ms on compacted topics
 	now       time.Time
 	nowMs     int64
+	lastGroup bool // the call's last group is being placed
 }
 
 // appendParamsLocked derives the call's parameters; the parsed config
@@ -282,10 +293,11 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 	}
 	first = p.logEnd.Load()
 	ap := p.appendParamsLocked(cfg, now)
-	for _, recs := range groups {
+	for i, recs := range groups {
 		if len(recs) == 0 {
 			continue
 		}
+		ap.lastGroup = i == len(groups)-1
 		if err = p.appendGroupLocked(recs, &ap); err != nil {
 			break
 		}
@@ -349,6 +361,7 @@ func (p *Partition) appendGroupLocked(recs []record.Record, ap *appendParams) er
 	mark := p.w.run.mark(len(p.w.encBuf))
 	err := p.encodeGroupLocked(recs, spec, ap)
 	if err != nil {
+		p.unsubmitLocked(mark)
 		p.w.run.rewind(mark, &p.w.encBuf)
 	}
 	return err
@@ -409,7 +422,11 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 		for k := 0; k < len(recs); {
 			start := len(p.w.encBuf)
 			spec.BaseOffset = base + int64(k)
-			buf, info, err := record.EncodeSequential(p.w.encBuf, spec, recs[k:], nowMs, int(maxBytes))
+			buf, info, err := record.EncodeSequential(p.w.encBuf, spec, recs[k:], nowMs, int(min(maxBytes, appendBatchBytes)))
+			if err != nil && maxBytes > appendBatchBytes && errors.Is(err, record.ErrBatchTooLarge) {
+				// A record larger than the soft limit: a batch of its own.
+				buf, info, err = record.EncodeSequential(p.w.encBuf, spec, recs[k:k+1], nowMs, int(maxBytes))
+			}
 			if err != nil {
 				return sequentialError(err)
 			}
@@ -423,7 +440,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 			}
 			b := batchSpan{start: start, end: len(buf), first: spec.BaseOffset,
 				last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
-			if err := p.placeLocked(b, ap); err != nil {
+			if err := p.placeLocked(b, ap, k+info.Records < len(recs)); err != nil {
 				return err
 			}
 			k += info.Records
@@ -463,8 +480,8 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 		}
 		// Placing may write the run and move a batch down to the new end of
 		// the run; the spans after it stay where they are.
-		for _, sp := range spans {
-			if err := p.placeLocked(sp, ap); err != nil {
+		for j, sp := range spans {
+			if err := p.placeLocked(sp, ap, i < len(rb) || j < len(spans)-1); err != nil {
 				return err
 			}
 		}
@@ -563,11 +580,14 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		record.SetLogAppendTime(buf, maxTs)
 	}
 	ap := p.appendParamsLocked(cfg, now)
-	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
+	ap.lastGroup = true
+	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap, false)
 	if err == nil {
 		err = p.writeRunLocked()
 	}
 	if err != nil {
+		_ = p.w.pipe.wait() // the error is err's or after it
+		p.w.pipe.err = nil
 		p.w.run.drop() // a failed place or write leaves nothing pending
 		p.w.encBuf = p.w.encBuf[:0]
 	}
@@ -618,6 +638,7 @@ type appendRun struct {
 	pos0    int64        // segment size when the run started
 	ib      indexBuilder // seg.w.ib when the run started (restored on failure)
 	end     int          // bytes of encBuf in the run
+	sub     int          // bytes of the run handed to the write goroutine (or written)
 	next    int64        // next offset after the run
 	entries int          // index entries planned among batches
 	batches []runBatch
@@ -666,7 +687,7 @@ func (r *appendRun) rewind(m runMark, buf *[]byte) {
 
 func (r *appendRun) drop() {
 	r.seg = nil
-	r.end, r.entries = 0, 0
+	r.end, r.entries, r.sub = 0, 0, 0
 	r.batches = r.batches[:0]
 	r.gen++
 }
@@ -679,12 +700,13 @@ func (p *Partition) nextOffsetLocked() int64 {
 	return p.logEnd.Load()
 }
 
-// placeLocked adds the batch encoded at encBuf[sp.start:sp.end] to the run.
+// placeLocked adds the batch encoded at encBuf[sp.start:sp.end] to the run;
+// more says that the group has more batches after it.
 // Everything in the buffer from the end of the run on is batches not placed
 // yet, in order; it is the first of them. If it belongs in a new segment,
 // placeLocked writes the run and rolls first. If the run was written (then
 // it is empty), it moves down to the run's end. Callers hold mu.
-func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
+func (p *Partition) placeLocked(sp batchSpan, ap *appendParams, more bool) error {
 	b := runBatch{batchSpan: sp}
 	r := &p.w.run
 	cfg := ap.cfg
@@ -736,6 +758,9 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
 	if r.end >= maxRunBytes {
 		return p.writeRunLocked()
 	}
+	if more || !ap.lastGroup {
+		p.maybeSubmitLocked()
+	}
 	return nil
 }
 
@@ -753,12 +778,14 @@ func (p *Partition) writeRunLocked() error {
 		r.drop()
 		p.w.encBuf = p.w.encBuf[:0]
 	}()
+	// The bytes before r.sub went to the write goroutine; the rest are
+	// written here, after it finished (one write in flight at a time).
+	err := p.finishLocked()
 	if len(r.batches) == 0 {
 		return nil
 	}
 	s := r.seg
-	raw := p.w.encBuf[:r.end]
-	if _, err := s.log.WriteAt(raw, r.pos0); err != nil {
+	if err != nil {
 		s.w.ib = r.ib
 		if terr := s.log.Truncate(r.pos0); terr != nil {
 			p.logger.Warn("engine: cannot truncate after a failed write", "segment", s.LogPath(), "err", terr)
@@ -1255,6 +1282,7 @@ func (p *Partition) Close() error {
 		}
 		a.mu.Unlock()
 	}
+	p.w.pipe.stop()
 	p.mu.Unlock()
 	p.releaseAll()
 	p.notify()

@@ -7,8 +7,6 @@ import (
 	"io"
 	"runtime"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -143,7 +141,7 @@ func (r *Reader) advance() {
 		if r.cur != nil {
 			r.free <- r.cur // never blocks: free has room for every chunk
 		}
-		r.cur = r.consSpin.receive(r.full)
+		r.cur = spinReceive(&r.consSpin, r.full)
 	}
 	r.next = 0
 	r.err = r.cur.err
@@ -171,7 +169,7 @@ func (r *Reader) start() {
 			select {
 			case c = <-r.free:
 			default:
-				r.prodSpin.spin(r.free)
+				spinPoll(&r.prodSpin, r.free)
 				select {
 				case c = <-r.free:
 				case <-r.done:
@@ -189,58 +187,6 @@ func (r *Reader) start() {
 			}
 		}
 	})
-}
-
-// spinWait bounds how long the caller and the prefetcher poll for each
-// other's next chunk before they block on the channel. A goroutine blocked
-// on a channel is woken through the scheduler on an idle thread (a futex
-// wake, an inter-processor interrupt in a VM): tens of microseconds per
-// chunk, during which neither stage runs. Measured on 2 CPUs, 1 GiB of
-// 99-byte records: without polling both sides waited ~40% of the time.
-// Polling yields the CPU (sched_yield) so that on a loaded machine it gives
-// way to the other stage or other processes instead of burning a slice.
-const spinWait = 100 * time.Microsecond
-
-// spinner polls a channel for one side of the pipeline, and stops polling
-// after repeated timeouts (the other side is much slower: polling would
-// only burn CPU), probing again every spinProbe waits.
-type spinner struct {
-	off    bool // never poll: one P (GOMAXPROCS=1), the other side cannot run meanwhile
-	misses int  // consecutive polls that timed out
-	waits  int
-}
-
-const (
-	spinMaxMisses = 4
-	spinProbe     = 16
-)
-
-// spin polls ch until it holds a chunk or spinWait has passed.
-func (s *spinner) spin(ch chan *chunk) {
-	s.waits++
-	if s.off || s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
-		return
-	}
-	start := time.Now()
-	for len(ch) == 0 {
-		if time.Since(start) >= spinWait {
-			s.misses++
-			return
-		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-	}
-	s.misses = 0
-}
-
-// receive takes the next chunk from ch, polling briefly before blocking.
-func (s *spinner) receive(ch chan *chunk) *chunk {
-	select {
-	case c := <-ch:
-		return c
-	default:
-	}
-	s.spin(ch)
-	return <-ch
 }
 
 // Close stops the prefetching, drops the buffers and releases the

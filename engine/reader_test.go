@@ -399,26 +399,26 @@ func TestReaderSpinner(t *testing.T) {
 	ch := make(chan *chunk, 1)
 	var s spinner
 	for i := range spinMaxMisses {
-		s.spin(ch) // times out: nothing arrives
+		spinPoll(&s, ch) // times out: nothing arrives
 		assert.Equal(t, i+1, s.misses)
 	}
 	for s.waits%spinProbe != spinProbe-1 {
-		s.spin(ch) // skipped: no poll, no miss counted
+		spinPoll(&s, ch) // skipped: no poll, no miss counted
 		assert.Equal(t, spinMaxMisses, s.misses)
 	}
-	s.spin(ch) // the probe polls again and times out
+	spinPoll(&s, ch) // the probe polls again and times out
 	assert.Equal(t, spinMaxMisses+1, s.misses)
 	ch <- &chunk{}
 	s.waits = spinProbe - 1 // the next wait probes
-	s.spin(ch)
+	spinPoll(&s, ch)
 	assert.Zero(t, s.misses, "a hit resets the misses")
-	assert.NotNil(t, s.receive(ch))
+	assert.NotNil(t, spinReceive(&s, ch))
 	assert.Zero(t, s.misses)
 
 	// With one P the other side cannot run while we poll: never poll.
 	off := spinner{off: true}
 	for range 2 * spinProbe {
-		off.spin(ch)
+		spinPoll(&off, ch)
 	}
 	assert.Zero(t, off.misses)
 }
