@@ -424,6 +424,15 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		return orig, SequentialInfo{}, fmt.Errorf("%w: a %d-byte batch, limit %d", ErrBatchTooLarge,
 			HeaderSize+varintSize(int32(min(sz, math.MaxInt32)))+sz, maxBytes)
 	}
+	return finishSequential(orig, buf, start, w, mark, crc, spec, horizon, n, baseTs, maxTs)
+}
+
+// finishSequential completes a batch written at buf[start:w] by
+// EncodeSequential or EncodeLines (n records, the body's CRC folded up to
+// mark): it writes the header and the CRC. orig is dst as passed in,
+// returned on error.
+func finishSequential(orig, buf []byte, start, w, mark int, crc uint32, spec BatchSpec, horizon bool, n int, baseTs, maxTs int64) ([]byte, SequentialInfo, error) {
+	body0 := start + HeaderSize
 	lastDelta := int32(n - 1)
 	if spec.LastOffsetDelta >= 0 {
 		if spec.LastOffsetDelta < lastDelta {
