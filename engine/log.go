@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,6 +90,7 @@ type Partition struct {
 		pipe      runWriter    // writes the run's finished chunks while the next are encoded
 		params    appendParams // parsed config of the last append call
 		recBuf    []record.Record
+		lineRecs  []record.Record // AppendLines' records on compressed topics
 		spans     []batchSpan
 		unflushed int64 // records appended since the last flush
 		lastFlush time.Time
@@ -280,6 +282,106 @@ func (p *Partition) AppendEach(groups [][]record.Record) (first, last int64, err
 // encoded in turn into the pending run, which is written when it is full,
 // before a roll and at the end.
 func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, err error) {
+	return p.appendWith(func(ap *appendParams) error {
+		for i, recs := range groups {
+			if len(recs) == 0 {
+				continue
+			}
+			ap.lastGroup = i == len(groups)-1
+			if err := p.appendGroupLocked(recs, ap); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AppendLines appends each '\n'-terminated line of lines as one record:
+// the line without its '\n' is the value; no key, no headers, the
+// timestamp is now (or LogAppendTime). Records are cut into batches of at
+// most batchBytes (at most max.message.bytes; a line too long for
+// batchBytes gets a batch of its own). It is the mount's append-file path:
+// uncompressed topics encode the lines in one pass (record.EncodeLines),
+// with no Record per line. lines must end with '\n'. A line too large for
+// max.message.bytes fails with ErrRecordTooLarge; the lines before it may
+// be appended (first/last say which), nothing after it is. flush.messages
+// and flush.ms are checked once, after the call.
+func (p *Partition) AppendLines(lines []byte, batchBytes int) (first, last int64, err error) {
+	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
+		end := p.LogEndOffset()
+		return end, end - 1, fmt.Errorf("engine: AppendLines: lines must end with a newline")
+	}
+	return p.appendWith(func(ap *appendParams) error {
+		ap.lastGroup = true
+		if ap.codec != record.None {
+			return p.appendLineGroupsLocked(lines, batchBytes, ap)
+		}
+		return p.encodeLinesLocked(lines, batchBytes, ap)
+	})
+}
+
+// encodeLinesLocked encodes lines batch by batch into the run.
+func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendParams) error {
+	spec := record.BatchSpec{
+		Codec: record.None, LogAppendTime: ap.logAppend, ProducerID: -1, ProducerEpoch: -1,
+		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
+	}
+	soft := int(min(int64(max(batchBytes, 1)), ap.maxBytes))
+	for rest := lines; len(rest) > 0; {
+		start := len(p.w.encBuf)
+		spec.BaseOffset = p.nextOffsetLocked()
+		buf, info, used, err := record.EncodeLines(p.w.encBuf, spec, rest, ap.nowMs, soft)
+		if err != nil && int64(soft) < ap.maxBytes && errors.Is(err, record.ErrBatchTooLarge) {
+			// A line longer than batchBytes: a batch of its own.
+			one := rest[:bytes.IndexByte(rest, '\n')+1]
+			buf, info, used, err = record.EncodeLines(p.w.encBuf, spec, one, ap.nowMs, int(ap.maxBytes))
+		}
+		if err != nil {
+			return sequentialError(err)
+		}
+		p.w.encBuf = buf
+		rest = rest[used:]
+		b := batchSpan{start: start, end: len(buf), first: spec.BaseOffset,
+			last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
+		if err := p.placeLocked(b, ap, len(rest) > 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendLineGroupsLocked is AppendLines for compressed topics: the lines
+// become records, in groups of about batchBytes, appended as by AppendEach.
+func (p *Partition) appendLineGroupsLocked(lines []byte, batchBytes int, ap *appendParams) error {
+	recs := p.w.lineRecs[:0]
+	defer func() {
+		clear(recs)
+		if cap(recs) <= 1<<14 {
+			p.w.lineRecs = recs[:0]
+		}
+	}()
+	size := 0
+	for rest := lines; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		recs = append(recs, record.Record{Timestamp: -1, Value: rest[:i:i]})
+		size += i + 8
+		rest = rest[i+1:]
+		if size >= batchBytes || len(rest) == 0 {
+			ap.lastGroup = len(rest) == 0
+			if err := p.appendGroupLocked(recs, ap); err != nil {
+				return err
+			}
+			clear(recs)
+			recs, size = recs[:0], 0
+		}
+	}
+	return nil
+}
+
+// appendWith runs encode, which places batches into the pending run, under
+// the writer lock; then it writes the run and publishes it, counts the
+// records for flush.messages and flush.ms and notifies subscribers.
+func (p *Partition) appendWith(encode func(ap *appendParams) error) (first, last int64, err error) {
 	if p.opts.ReadOnly {
 		return 0, 0, ErrReadOnly
 	}
@@ -293,15 +395,7 @@ func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, e
 	}
 	first = p.logEnd.Load()
 	ap := p.appendParamsLocked(cfg, now)
-	for i, recs := range groups {
-		if len(recs) == 0 {
-			continue
-		}
-		ap.lastGroup = i == len(groups)-1
-		if err = p.appendGroupLocked(recs, &ap); err != nil {
-			break
-		}
-	}
+	err = encode(&ap)
 	if werr := p.writeRunLocked(); err == nil {
 		err = werr
 	}

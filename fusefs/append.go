@@ -177,11 +177,16 @@ type partBatch struct {
 // inside the Write that made it.
 type appendJob struct {
 	items []jobItem
-	bulk  int  // the bulk buffer its records alias, -1: none
-	arena bool // some records alias the handle's arena
-	err   error
-	done  chan struct{}
-	free  [][][]record.Record // group slices of earlier items, for reuse
+	// lines are whole lines for linesLog.AppendLines, appended after the
+	// items (writeLines); they alias the bulk buffer.
+	lines     []byte
+	linesLog  partitionLog
+	batchSize int
+	bulk      int  // the bulk buffer its records alias, -1: none
+	arena     bool // some records alias the handle's arena
+	err       error
+	done      chan struct{}
+	free      [][][]record.Record // group slices of earlier items, for reuse
 }
 
 type jobItem struct {
@@ -196,6 +201,11 @@ func (j *appendJob) run() {
 		if _, _, err := it.pb.p.AppendEach(it.groups); err != nil && j.err == nil {
 			j.err = err
 		}
+	}
+	if j.lines != nil && j.err == nil {
+		// After the pending records they follow; not after a failure of
+		// those (the records would come out of order).
+		_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
 	}
 }
 
@@ -388,10 +398,15 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		lines, partial = buf, nil
 	}
 
+	keyRequired := h.keyRequired()
+	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
+	if bulk >= 0 && h.fixed >= 0 && valueOnly && !keyRequired && int64(len(lines)) >= h.batchSize {
+		return h.writeLines(lines, bulk, data[last+1:], len(data))
+	}
+
 	// Parse and validate every complete line before anything changes:
 	// into the partition's pending records for a partition-level file
 	// (the job in flight has its own slice), else into scratch.
-	keyRequired := h.keyRequired()
 	var fixed *partBatch
 	recs := h.recs[:0]
 	if h.fixed >= 0 {
@@ -400,7 +415,6 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	}
 	base := len(recs)
 	sizes := h.sizes[:0]
-	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
 	for rest := lines; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
 		l := rest[:i:i]
@@ -411,9 +425,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			partial = nil
 		}
 		if valueOnly {
-			// The whole line is the value (recordSize inlined).
-			body := 5 + varintLen(int64(len(l))) + len(l)
-			size := int64(record.HeaderSize + varintLen(int64(body)) + body)
+			size := valueRecordSize(len(l))
 			if (h.checkSize && size > h.maxMessage) || keyRequired {
 				h.drop(fixed, recs, base)
 				return 0, h.fsys.errno("write", h.check(nil, size, keyRequired))
@@ -487,6 +499,66 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		h.timer = time.AfterFunc(h.linger, h.lingerFlush)
 	}
 	return uint32(len(data)), 0
+}
+
+// writeLines is write's path for a WRITE that brings at least batch.size
+// of whole lines to a partition-level file of bare values (the common
+// "cat lines > TOPIC/0/append"): its lines, already copied to the bulk
+// buffer, go to the engine as they are, after the partition's pending
+// records, in the background (Partition.AppendLines frames and encodes
+// them in one pass: no Record per line, no second copy). Its batches are
+// cut at batch.size from the WRITE's first line on; the last may be short
+// rather than wait for the next WRITE. rest is the unterminated end of the
+// WRITE, n its size. The caller holds h.mu.
+func (h *appendHandle) writeLines(lines []byte, bulk int, rest []byte, n int) (uint32, syscall.Errno) {
+	if h.checkSize {
+		if size, ok := h.linesFit(lines); !ok {
+			return 0, h.fsys.errno("write", h.check(nil, size, false))
+		}
+	}
+	for len(h.jobs) >= maxJobs {
+		// Wait for room (an error of an earlier WRITE's batches is this
+		// write's).
+		if err := h.reap(); err != nil {
+			return h.failed(err)
+		}
+	}
+	pb := h.fixedBatch()
+	job := h.newJob()
+	job.bulk = bulk
+	h.take(job, h.fixed, pb, true, 0)
+	job.lines, job.linesLog, job.batchSize = lines, pb.p, int(h.batchSize)
+	pb.touched, pb.written = true, true
+	h.start(job)
+	h.setTail(nil, rest)
+	h.broken = false // a begun line was completed
+	return uint32(n), 0
+}
+
+// valueRecordSize is the size of a record of an n-byte value alone
+// (no key, no headers) in an uncompressed v2 batch (recordSize inlined).
+func valueRecordSize(n int) int64 {
+	body := 5 + varintLen(int64(n)) + n
+	return int64(record.HeaderSize + varintLen(int64(body)) + body)
+}
+
+// linesFit reports whether every line of lines (whole lines) makes a
+// record within max.message.bytes, and if not the size of the first that
+// does not. Every line after the first lies within the bytes after it, so
+// one bound usually answers without a scan.
+func (h *appendHandle) linesFit(lines []byte) (int64, bool) {
+	first := bytes.IndexByte(lines, '\n')
+	if valueRecordSize(first) <= h.maxMessage && valueRecordSize(max(len(lines)-first-2, 0)) <= h.maxMessage {
+		return 0, true
+	}
+	for rest := lines; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if size := valueRecordSize(i); size > h.maxMessage {
+			return size, false
+		}
+		rest = rest[i+1:]
+	}
+	return 0, true
 }
 
 // check validates a record of the given recordSize with the given key:
@@ -671,6 +743,7 @@ func (h *appendHandle) newJob() *appendJob {
 	}
 	j.items = j.items[:0]
 	j.bulk, j.arena, j.err = -1, false, nil
+	j.lines, j.linesLog = nil, nil
 	j.done = make(chan struct{})
 	return j
 }

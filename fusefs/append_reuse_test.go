@@ -86,3 +86,7 @@ func (discardLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 	}
 	return 0, int64(n) - 1, nil
 }
+
+func (d discardLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+	return d.AppendEach(linesGroups(lines, batchBytes))
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -407,4 +408,114 @@ func TestAppendHandleRandomFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// linesGroups cuts whole lines into groups of value-only records of about
+// batchBytes each, as Partition.AppendLines cuts its batches.
+func linesGroups(lines []byte, batchBytes int) [][]record.Record {
+	var groups [][]record.Record
+	var cur []record.Record
+	size := 0
+	for rest := lines; len(rest) > 0; {
+		i := strings.IndexByte(string(rest), '\n')
+		cur = append(cur, record.Record{Timestamp: -1, Value: rest[:i:i]})
+		size += int(valueRecordSize(i))
+		rest = rest[i+1:]
+		if size >= batchBytes || len(rest) == 0 {
+			groups, cur, size = append(groups, cur), nil, 0
+		}
+	}
+	return groups
+}
+
+func (f *fakeLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+	return f.AppendEach(linesGroups(lines, batchBytes))
+}
+
+func (g *groupLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+	return g.AppendEach(linesGroups(lines, batchBytes))
+}
+
+func (f *flakyLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+	return f.AppendEach(linesGroups(lines, batchBytes))
+}
+
+// linesLog counts AppendLines calls of a real partition.
+type linesLog struct {
+	partitionLog
+	calls atomic.Int64
+}
+
+func (l *linesLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+	l.calls.Add(1)
+	return l.partitionLog.AppendLines(lines, batchBytes)
+}
+
+// TestAppendHandleLinesPath: WRITEs bringing at least batch.size of bare
+// lines to a partition-level file go to the engine as lines (after the
+// records pending from smaller WRITEs), lines split across WRITEs stay
+// whole, and a too-long line refuses its WRITE with nothing appended.
+func TestAppendHandleLinesPath(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	part, err := engine.OpenPartition(vfs.NewMem(), "/d/t-0", "t", 0, engine.PartitionOptions{
+		Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
+	require.NoError(t, err)
+	defer part.Close()
+	ll := &linesLog{partitionLog: part}
+	h := newTestHandle(ll, 4096)
+	h.batchSize, h.linger = 16<<10, time.Hour
+
+	var want []string
+	var stream strings.Builder
+	for i := range 20 { // small WRITEs: pending records
+		l := fmt.Sprintf("small-%d", i)
+		want = append(want, l)
+		n, errno := h.write([]byte(l + "\n"))
+		require.Zero(t, errno)
+		require.Equal(t, uint32(len(l)+1), n)
+	}
+	for i := range 5000 {
+		l := fmt.Sprintf("line-%05d-%s", i, strings.Repeat("x", i%150))
+		want = append(want, l)
+		stream.WriteString(l + "\n")
+	}
+	data := stream.String()
+	for off := 0; off < len(data); { // WRITEs of 40-90 KiB, cut inside lines
+		end := min(off+40<<10+off%(50<<10), len(data))
+		n, errno := h.write([]byte(data[off:end]))
+		require.Zero(t, errno)
+		require.Equal(t, uint32(end-off), n)
+		off = end
+	}
+	assert.Positive(t, ll.calls.Load(), "big WRITEs took the lines path")
+
+	// A line over max.message.bytes refuses the whole WRITE.
+	bad := "ok-1\n" + strings.Repeat("y", 5000) + "\nok-2\n" + strings.Repeat("z", 20<<10) + "\n"
+	_, errno := h.write([]byte(bad))
+	assert.Equal(t, syscall.EMSGSIZE, errno)
+	_, errno = h.write([]byte("tail\nend"))
+	require.Zero(t, errno)
+	want = append(want, "tail", "end")
+	require.Zero(t, h.flush())
+
+	r := part.NewReader(0, engine.ReaderOptions{})
+	defer r.Close()
+	var got []string
+	for {
+		b, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if b.RecordCount > 1 {
+			assert.LessOrEqual(t, b.Size(), 16<<10)
+		}
+		recs, err := b.Records(nil)
+		require.NoError(t, err)
+		for _, rec := range recs {
+			require.Nil(t, rec.Key)
+			got = append(got, string(rec.Value))
+		}
+	}
+	require.Equal(t, want, got)
 }

@@ -24,6 +24,9 @@ type partitionLog interface {
 	// exceeds max.message.bytes), all under one lock and in as few writes
 	// as possible, stopping at the first error.
 	AppendEach(groups [][]record.Record) (first, last int64, err error)
+	// AppendLines appends each '\n'-terminated line as a value-only
+	// record, in batches of about batchBytes.
+	AppendLines(lines []byte, batchBytes int) (first, last int64, err error)
 	Flush() error
 	Snapshot() *engine.Snapshot
 	OffsetForTime(ts int64) (int64, error)
