@@ -228,6 +228,7 @@ type appendParams struct {
 	now       time.Time
 	nowMs     int64
 	lastGroup bool // the call's last group is being placed
+	runLimit  int  // write the run when it reaches this many bytes (maxRunBytes)
 }
 
 // appendParamsLocked derives the call's parameters; the parsed config
@@ -241,6 +242,7 @@ func (p *Partition) appendParamsLocked(cfg *Config, now time.Time) appendParams 
 	}
 	ap := *c
 	ap.now, ap.nowMs = now, now.UnixMilli()
+	ap.runLimit = maxRunBytes
 	return ap
 }
 
@@ -849,7 +851,7 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams, more bool) error
 	r.batches = append(r.batches, b)
 	r.end = b.end
 	r.next = b.last + 1
-	if r.end >= maxRunBytes {
+	if r.end >= ap.runLimit {
 		return p.writeRunLocked()
 	}
 	if more || !ap.lastGroup {

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"syscall"
@@ -182,11 +183,16 @@ type appendJob struct {
 	lines     []byte
 	linesLog  partitionLog
 	batchSize int
-	bulk      int  // the bulk buffer its records alias, -1: none
-	arena     bool // some records alias the handle's arena
-	err       error
-	done      chan struct{}
-	free      [][][]record.Record // group slices of earlier items, for reuse
+	// enc holds lines encoded as soon as the job starts, while the job
+	// before it is still appending (encErr: why not; ErrNotEncodable
+	// leaves them to AppendLines).
+	enc    engine.EncodedLines
+	encErr error
+	bulk   int  // the bulk buffer its records alias, -1: none
+	arena  bool // some records alias the handle's arena
+	err    error
+	done   chan struct{}
+	free   [][][]record.Record // group slices of earlier items, for reuse
 }
 
 type jobItem struct {
@@ -205,7 +211,23 @@ func (j *appendJob) run() {
 	if j.lines != nil && j.err == nil {
 		// After the pending records they follow; not after a failure of
 		// those (the records would come out of order).
-		_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
+		switch {
+		case j.encErr == nil:
+			_, _, j.err = j.linesLog.AppendEncoded(&j.enc)
+		case errors.Is(j.encErr, engine.ErrNotEncodable):
+			_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
+		default:
+			j.err = j.encErr
+		}
+	}
+	j.enc.Reset()
+}
+
+// encode encodes the job's lines, if any; it needs no lock and runs before
+// the job waits for the one before it.
+func (j *appendJob) encode() {
+	if j.lines != nil {
+		j.encErr = j.linesLog.EncodeLines(&j.enc, j.lines, j.batchSize)
 	}
 }
 
@@ -743,7 +765,7 @@ func (h *appendHandle) newJob() *appendJob {
 	}
 	j.items = j.items[:0]
 	j.bulk, j.arena, j.err = -1, false, nil
-	j.lines, j.linesLog = nil, nil
+	j.lines, j.linesLog, j.encErr = nil, nil, nil
 	j.done = make(chan struct{})
 	return j
 }
@@ -766,6 +788,7 @@ func (h *appendHandle) start(job *appendJob) {
 	}
 	h.jobs = append(h.jobs, job)
 	go func() {
+		job.encode()
 		if prev != nil {
 			<-prev
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
 )
 
@@ -90,3 +91,5 @@ func (discardLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 func (d discardLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
 	return d.AppendEach(linesGroups(lines, batchBytes))
 }
+
+func (discardLog) EncodeLines(*engine.EncodedLines, []byte, int) error { return engine.ErrNotEncodable }

@@ -440,15 +440,15 @@ func (f *flakyLog) AppendLines(lines []byte, batchBytes int) (int64, int64, erro
 	return f.AppendEach(linesGroups(lines, batchBytes))
 }
 
-// linesLog counts AppendLines calls of a real partition.
+// linesLog counts AppendEncoded calls of a real partition.
 type linesLog struct {
 	partitionLog
 	calls atomic.Int64
 }
 
-func (l *linesLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+func (l *linesLog) AppendEncoded(e *engine.EncodedLines) (int64, int64, error) {
 	l.calls.Add(1)
-	return l.partitionLog.AppendLines(lines, batchBytes)
+	return l.partitionLog.AppendEncoded(e)
 }
 
 // TestAppendHandleLinesPath: WRITEs bringing at least batch.size of bare
@@ -518,4 +518,10 @@ func TestAppendHandleLinesPath(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, got)
+}
+
+// The fakes encode nothing ahead: their lines go to AppendLines.
+func (f *fakeLog) EncodeLines(*engine.EncodedLines, []byte, int) error { return engine.ErrNotEncodable }
+func (g *groupLog) EncodeLines(*engine.EncodedLines, []byte, int) error {
+	return engine.ErrNotEncodable
 }

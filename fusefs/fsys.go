@@ -27,6 +27,11 @@ type partitionLog interface {
 	// AppendLines appends each '\n'-terminated line as a value-only
 	// record, in batches of about batchBytes.
 	AppendLines(lines []byte, batchBytes int) (first, last int64, err error)
+	// EncodeLines encodes lines as AppendLines would, without a lock
+	// (engine.ErrNotEncodable: use AppendLines); AppendEncoded appends
+	// them.
+	EncodeLines(e *engine.EncodedLines, lines []byte, batchBytes int) error
+	AppendEncoded(e *engine.EncodedLines) (first, last int64, err error)
 	Flush() error
 	Snapshot() *engine.Snapshot
 	OffsetForTime(ts int64) (int64, error)

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// ErrNotEncodable is returned by Partition.EncodeLines when the topic's
+// batches cannot be encoded ahead of the append (a compressed topic): use
+// AppendLines.
+var ErrNotEncodable = errors.New("engine: lines of this topic are encoded at append time")
+
+// EncodedLines are whole lines encoded into uncompressed batches by
+// Partition.EncodeLines, waiting for AppendEncoded to give them offsets and
+// write them. Encoding needs no lock, so a caller can encode the next lines
+// while the partition writes the last ones (the mount does, one WRITE
+// ahead). Reuse an EncodedLines to keep its buffer.
+type EncodedLines struct {
+	p       *Partition
+	codec   record.Codec // the topic's codec and timestamp type when encoded
+	lat     bool
+	lines   []byte // the lines (referenced, not copied), for a re-encode
+	bbytes  int    // EncodeLines' batchBytes
+	buf     []byte // the batches, base offset 0 each
+	batches []encodedBatch
+}
+
+type encodedBatch struct {
+	start, end int
+	count      int
+	maxTs      int64
+}
+
+// Reset empties e (keeping its buffer) and drops its reference to the lines.
+func (e *EncodedLines) Reset() {
+	e.p, e.lines = nil, nil
+	e.buf, e.batches = e.buf[:0], e.batches[:0]
+}
+
+// EncodeLines encodes each '\n'-terminated line of lines as a value-only
+// record (as AppendLines does) into e, in batches of at most batchBytes (a
+// longer line alone, up to max.message.bytes), stamped now. It holds no
+// lock; lines must stay unchanged until AppendEncoded returns. A line too
+// large for max.message.bytes fails with ErrRecordTooLarge and e holds
+// nothing. On a compressed topic it returns ErrNotEncodable.
+func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) error {
+	e.Reset()
+	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
+		return fmt.Errorf("engine: EncodeLines: lines must end with a newline")
+	}
+	cfg := p.cfg.Load()
+	codec := configCodec(cfg)
+	if codec != record.None {
+		return ErrNotEncodable
+	}
+	maxBytes := int(min(cfg.MaxMessageBytes, cfg.SegmentBytes))
+	soft := min(max(batchBytes, 1), maxBytes)
+	spec := record.BatchSpec{
+		Codec: record.None, LogAppendTime: cfg.LogAppendTime(), ProducerID: -1, ProducerEpoch: -1,
+		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
+	}
+	nowMs := p.now().UnixMilli()
+	buf := e.buf[:0]
+	for rest := lines; len(rest) > 0; {
+		start := len(buf)
+		out, info, used, err := record.EncodeLines(buf, spec, rest, nowMs, soft)
+		if err != nil && soft < maxBytes && errors.Is(err, record.ErrBatchTooLarge) {
+			one := rest[:bytes.IndexByte(rest, '\n')+1]
+			out, info, used, err = record.EncodeLines(buf, spec, one, nowMs, maxBytes)
+		}
+		if err != nil {
+			e.Reset()
+			return sequentialError(err)
+		}
+		buf = out
+		e.batches = append(e.batches, encodedBatch{start: start, end: len(buf), count: info.Records, maxTs: info.MaxTimestamp})
+		rest = rest[used:]
+	}
+	e.p, e.codec, e.lat, e.lines, e.bbytes, e.buf = p, codec, spec.LogAppendTime, lines, batchBytes, buf
+	return nil
+}
+
+// AppendEncoded appends e's batches as AppendLines would have appended its
+// lines: offsets assigned in place (e's buffer is written to the log
+// without a copy), rolling and flushing as configured. If the topic's
+// compression or timestamp type changed since e was encoded, the lines are
+// appended by AppendLines' rules instead. e must come from EncodeLines of
+// this partition; it is empty afterwards.
+func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error) {
+	defer e.Reset()
+	if e.p != p || len(e.batches) == 0 {
+		end := p.LogEndOffset()
+		return end, end - 1, fmt.Errorf("engine: AppendEncoded: nothing encoded for this partition")
+	}
+	return p.appendWith(func(ap *appendParams) error {
+		ap.lastGroup = true
+		if ap.codec != e.codec || ap.logAppend != e.lat {
+			if ap.codec != record.None {
+				return p.appendLineGroupsLocked(e.lines, e.bbytes, ap)
+			}
+			return p.encodeLinesLocked(e.lines, e.bbytes, ap)
+		}
+		// The run takes e's buffer as its encode buffer for this call
+		// (placing moves batches down inside it after a mid-call write),
+		// and is written before the buffer is given back.
+		own := p.w.encBuf
+		p.w.encBuf = e.buf[:0]
+		ap.runLimit = len(e.buf) // one write for all of it
+		err := p.placeEncodedLocked(e, ap)
+		if werr := p.writeRunLocked(); err == nil {
+			err = werr
+		}
+		p.w.encBuf = own[:0]
+		return err
+	})
+}
+
+// placeEncodedLocked gives e's batches their offsets and places them.
+func (p *Partition) placeEncodedLocked(e *EncodedLines, ap *appendParams) error {
+	for i, b := range e.batches {
+		if int64(b.end-b.start) > ap.maxBytes {
+			return fmt.Errorf("%w: a %d-byte batch, limit %d", ErrRecordTooLarge, b.end-b.start, ap.maxBytes)
+		}
+		base := p.nextOffsetLocked()
+		record.SetBaseOffset(e.buf[b.start:b.end], base)
+		sp := batchSpan{start: b.start, end: b.end, first: base, last: base + int64(b.count) - 1, maxTs: b.maxTs, count: b.count}
+		if err := p.placeLocked(sp, ap, i < len(e.batches)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
