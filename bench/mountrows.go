@@ -81,7 +81,7 @@ func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 	}
 	var best, bestBase, cpu time.Duration
 	var want int64
-	for range r.reps() {
+	for range r.targetReps() {
 		copyPath := r.path("lines-copy.txt")
 		d, err := shCat(ctx, lines, copyPath)
 		os.Remove(copyPath)
@@ -173,7 +173,7 @@ func mountRead(ctx context.Context, r *runner) (rows []Row, err error) {
 	}
 	var best, bestBase, cpu time.Duration
 	var logBytes int64
-	for range r.reps() {
+	for range r.targetReps() {
 		d, lb, err := catLogs(ctx, dir)
 		if err != nil {
 			return nil, errorf("cat .log", err)
