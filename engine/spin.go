@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"syscall"
 	"time"
+
+	"github.com/topicfs/topicfs/internal/spin"
 )
 
 // spinWait bounds how long one stage of a two-goroutine pipeline (the
@@ -38,24 +39,11 @@ func spinPoll[T any](s *spinner, ch chan T) {
 	if s.off || s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
 		return
 	}
-	if pollFor(ch, spinWait) {
+	if spin.PollFor(ch, spinWait) {
 		s.misses = 0
 	} else {
 		s.misses++
 	}
-}
-
-// pollFor polls ch, yielding the CPU in between, until it holds a value
-// (true) or d has passed (false).
-func pollFor[T any](ch chan T, d time.Duration) bool {
-	start := time.Now()
-	for len(ch) == 0 {
-		if time.Since(start) >= d {
-			return false
-		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-	}
-	return true
 }
 
 // spinReceive takes the next value from ch, polling briefly before

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/spin"
 )
 
 // minSubmit is the least the appender hands to an idle write goroutine
@@ -65,7 +66,7 @@ func (w *runWriter) start() {
 	w.wg.Go(func() {
 		for {
 			if !w.off {
-				pollFor(w.jobs, writerPoll)
+				spin.PollFor(w.jobs, writerPoll)
 			}
 			j, ok := <-w.jobs
 			if !ok {
@@ -90,7 +91,7 @@ func (w *runWriter) note(err error) {
 func (w *runWriter) wait() error {
 	if w.busy {
 		if !w.off {
-			pollFor(w.results, resultPoll)
+			spin.PollFor(w.results, resultPoll)
 		}
 		w.note(<-w.results)
 	}
