@@ -305,20 +305,13 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 	if horizon {
 		baseTs = spec.DeleteHorizonMs
 	}
-	limit := min(maxBytes, math.MaxInt32) - HeaderSize
-
 	// One pass: each record is sized just before it is written at its
 	// final place (its struct is read once, while it is in cache). The
 	// body's CRC is folded in strides while the bytes are hot; the header,
 	// whose count and max timestamp are known only at the end, is checksummed
 	// last and combined with the body's CRC (or, for a body under one
 	// stride, checksummed together with it).
-	orig, start := dst, len(dst)
-	body0 := start + HeaderSize
-	if cap(dst)-len(dst) < HeaderSize {
-		dst = grow(dst, HeaderSize+min(max(limit, 0), 4<<10))
-	}
-	buf := dst[:cap(dst)]
+	orig, buf, start, body0, limit := beginSequential(dst, maxBytes)
 	w, mark := body0, body0
 	crc := uint32(0)
 	maxTs := int64(math.MinInt64)
@@ -425,6 +418,21 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 			HeaderSize+varintSize(int32(min(sz, math.MaxInt32)))+sz, maxBytes)
 	}
 	return finishSequential(orig, buf, start, w, mark, crc, spec, horizon, n, baseTs, maxTs)
+}
+
+// beginSequential sets EncodeSequential or EncodeLines up to write a batch
+// at the end of dst: orig is dst as passed in (returned on error), buf its
+// whole capacity (room for the header at least), start where the batch
+// begins, body0 where its records begin, limit the most bytes of records
+// that fit in maxBytes.
+func beginSequential(dst []byte, maxBytes int) (orig, buf []byte, start, body0, limit int) {
+	limit = min(maxBytes, math.MaxInt32) - HeaderSize
+	orig, start = dst, len(dst)
+	body0 = start + HeaderSize
+	if cap(dst)-len(dst) < HeaderSize {
+		dst = grow(dst, HeaderSize+min(max(limit, 0), 4<<10))
+	}
+	return orig, dst[:cap(dst)], start, body0, limit
 }
 
 // finishSequential completes a batch written at buf[start:w] by

@@ -27,16 +27,9 @@ func EncodeLines(dst []byte, spec BatchSpec, lines []byte, nowMs int64, maxBytes
 	case spec.DeleteHorizonMs >= 0:
 		return dst, SequentialInfo{}, 0, fmt.Errorf("%w: EncodeLines takes no delete horizon", errEncode)
 	}
-	limit := min(maxBytes, math.MaxInt32) - HeaderSize
-
 	// As EncodeSequential: each record written once at its place, the
 	// body's CRC folded in strides while hot. Every timestamp delta is 0.
-	orig, start := dst, len(dst)
-	body0 := start + HeaderSize
-	if cap(dst)-len(dst) < HeaderSize {
-		dst = grow(dst, HeaderSize+min(max(limit, 0), 4<<10))
-	}
-	buf := dst[:cap(dst)]
+	orig, buf, start, body0, limit := beginSequential(dst, maxBytes)
 	w, mark := body0, body0
 	crc := uint32(0)
 	n := 0
