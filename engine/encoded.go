@@ -16,14 +16,14 @@ var ErrNotEncodable = errors.New("engine: lines of this topic are encoded at app
 // EncodedLines are whole lines encoded into uncompressed batches by
 // Partition.EncodeLines, waiting for AppendEncoded to give them offsets and
 // write them. Encoding needs no lock, so a caller can encode the next lines
-// while the partition writes the last ones (the mount does, one WRITE
-// ahead). Reuse an EncodedLines to keep its buffer.
+// while the partition writes the last ones (the mount encodes a WRITE's
+// lines in its handler, straight from the request, while earlier ones are
+// written). It holds copies: the lines may change once EncodeLines
+// returned. Reuse an EncodedLines to keep its buffer.
 type EncodedLines struct {
 	p       *Partition
 	codec   record.Codec // the topic's codec and timestamp type when encoded
 	lat     bool
-	lines   []byte // the lines (referenced, not copied), for a re-encode
-	bbytes  int    // EncodeLines' batchBytes
 	buf     []byte // the batches, base offset 0 each
 	batches []encodedBatch
 }
@@ -34,20 +34,20 @@ type encodedBatch struct {
 	maxTs      int64
 }
 
-// Reset empties e (keeping its buffer) and drops its reference to the lines.
+// Reset empties e, keeping its buffer.
 func (e *EncodedLines) Reset() {
-	e.p, e.lines = nil, nil
+	e.p = nil
 	e.buf, e.batches = e.buf[:0], e.batches[:0]
 }
 
 // EncodeLines encodes each '\n'-terminated line of lines as a value-only
-// record (as AppendLines does) into e, in batches of at most batchBytes (a
-// longer line alone, up to max.message.bytes), stamped now. It holds no
-// lock; lines must stay unchanged until AppendEncoded returns. A line too
-// large for max.message.bytes fails with ErrRecordTooLarge and e holds
-// nothing. On a compressed topic it returns ErrNotEncodable.
+// record (as AppendLines does) and adds them to e's batches, in batches of
+// at most batchBytes (a longer line alone, up to max.message.bytes),
+// stamped now. It holds no lock. A line too large for max.message.bytes
+// fails with ErrRecordTooLarge, and e is as before the call. On a
+// compressed topic it returns ErrNotEncodable. e must be empty or hold
+// lines of this partition encoded under the same configuration.
 func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) error {
-	e.Reset()
 	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
 		return fmt.Errorf("engine: EncodeLines: lines must end with a newline")
 	}
@@ -56,6 +56,9 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 	if codec != record.None {
 		return ErrNotEncodable
 	}
+	if e.p != nil && (e.p != p || e.lat != cfg.LogAppendTime()) {
+		return fmt.Errorf("engine: EncodeLines: e holds lines of another partition or configuration")
+	}
 	maxBytes := int(min(cfg.MaxMessageBytes, cfg.SegmentBytes))
 	soft := min(max(batchBytes, 1), maxBytes)
 	spec := record.BatchSpec{
@@ -63,7 +66,7 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
 	}
 	nowMs := p.now().UnixMilli()
-	buf := e.buf[:0]
+	buf, nb := e.buf, len(e.batches)
 	for rest := lines; len(rest) > 0; {
 		start := len(buf)
 		out, info, used, err := record.EncodeLines(buf, spec, rest, nowMs, soft)
@@ -72,23 +75,24 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 			out, info, used, err = record.EncodeLines(buf, spec, one, nowMs, maxBytes)
 		}
 		if err != nil {
-			e.Reset()
+			e.batches = e.batches[:nb] // e.buf keeps its length: the new bytes went past it
 			return sequentialError(err)
 		}
 		buf = out
 		e.batches = append(e.batches, encodedBatch{start: start, end: len(buf), count: info.Records, maxTs: info.MaxTimestamp})
 		rest = rest[used:]
 	}
-	e.p, e.codec, e.lat, e.lines, e.bbytes, e.buf = p, codec, spec.LogAppendTime, lines, batchBytes, buf
+	e.p, e.codec, e.lat, e.buf = p, codec, spec.LogAppendTime, buf
 	return nil
 }
 
 // AppendEncoded appends e's batches as AppendLines would have appended its
 // lines: offsets assigned in place (e's buffer is written to the log
 // without a copy), rolling and flushing as configured. If the topic's
-// compression or timestamp type changed since e was encoded, the lines are
-// appended by AppendLines' rules instead. e must come from EncodeLines of
-// this partition; it is empty afterwards.
+// compression or timestamp type changed since e was encoded, its records
+// are appended by the new rules instead (batch by batch, as AppendEach
+// groups). e must come from EncodeLines of this partition; it is empty
+// afterwards.
 func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error) {
 	defer e.Reset()
 	if e.p != p || len(e.batches) == 0 {
@@ -98,10 +102,7 @@ func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error
 	return p.appendWith(func(ap *appendParams) error {
 		ap.lastGroup = true
 		if ap.codec != e.codec || ap.logAppend != e.lat {
-			if ap.codec != record.None {
-				return p.appendLineGroupsLocked(e.lines, e.bbytes, ap)
-			}
-			return p.encodeLinesLocked(e.lines, e.bbytes, ap)
+			return p.reencodeLocked(e, ap)
 		}
 		// The run takes e's buffer as its encode buffer for this call
 		// (placing moves batches down inside it after a mid-call write),
@@ -116,6 +117,27 @@ func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error
 		p.w.encBuf = own[:0]
 		return err
 	})
+}
+
+// reencodeLocked appends e's records under the configuration of ap, one
+// group per batch of e (a rare path: the topic changed between encoding
+// and appending).
+func (p *Partition) reencodeLocked(e *EncodedLines, ap *appendParams) error {
+	var recs []record.Record
+	for i, b := range e.batches {
+		rb, err := record.Parse(e.buf[b.start:b.end])
+		if err != nil {
+			return fmt.Errorf("engine: re-encode: %w", err)
+		}
+		if recs, err = rb.Records(recs[:0]); err != nil {
+			return fmt.Errorf("engine: re-encode: %w", err)
+		}
+		ap.lastGroup = i == len(e.batches)-1
+		if err := p.appendGroupLocked(recs, ap); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placeEncodedLocked gives e's batches their offsets and places them.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -132,4 +133,32 @@ func TestEncodeLinesConcurrentWithAppends(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(2*50*20), p.LogEndOffset())
 	assert.Len(t, readAll(t, p), 2000)
+}
+
+// TestEncodeLinesAdds: several EncodeLines calls add to one EncodedLines
+// (a failing one leaves it as it was; another partition's is refused) and
+// AppendEncoded appends them all in order; the lines may change once
+// EncodeLines returned.
+func TestEncodeLinesAdds(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxMessageBytes = 4096
+	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg)
+	defer p.Close()
+	q := openTest(t, vfs.NewMem(), "/d/t-1", cfg)
+	defer q.Close()
+	var e EncodedLines
+	first := testLines(0, 3, 10, 0, 0)
+	require.NoError(t, p.EncodeLines(&e, first, 1024))
+	copy(first, bytes.Repeat([]byte("#"), len(first))) // EncodeLines copied them
+	require.ErrorIs(t, p.EncodeLines(&e, testLines(3, 4, 10, 2, 5000), 1024), ErrRecordTooLarge)
+	require.Error(t, q.EncodeLines(&e, testLines(3, 1, 10, 0, 0), 1024), "another partition's lines")
+	require.NoError(t, p.EncodeLines(&e, testLines(3, 2000, 10, 0, 0), 1024))
+	_, last, err := p.AppendEncoded(&e)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2002), last)
+	got := readAll(t, p)
+	require.Len(t, got, 2003)
+	for i, r := range got {
+		require.Equal(t, fmt.Sprintf("line-%06d", i), string(bytes.TrimRight(r.Value, ".")))
+	}
 }

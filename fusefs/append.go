@@ -183,16 +183,15 @@ type appendJob struct {
 	lines     []byte
 	linesLog  partitionLog
 	batchSize int
-	// enc holds lines encoded as soon as the job starts, while the job
-	// before it is still appending (encErr: why not; ErrNotEncodable
-	// leaves them to AppendLines).
-	enc    engine.EncodedLines
-	encErr error
-	bulk   int  // the bulk buffer its records alias, -1: none
-	arena  bool // some records alias the handle's arena
-	err    error
-	done   chan struct{}
-	free   [][][]record.Record // group slices of earlier items, for reuse
+	// enc holds lines Write encoded (writeEncoded), appended by
+	// AppendEncoded when encoded is set.
+	enc     engine.EncodedLines
+	encoded bool
+	bulk    int  // the bulk buffer its records alias, -1: none
+	arena   bool // some records alias the handle's arena
+	err     error
+	done    chan struct{}
+	free    [][][]record.Record // group slices of earlier items, for reuse
 }
 
 type jobItem struct {
@@ -208,27 +207,16 @@ func (j *appendJob) run() {
 			j.err = err
 		}
 	}
-	if j.lines != nil && j.err == nil {
+	if (j.lines != nil || j.encoded) && j.err == nil {
 		// After the pending records they follow; not after a failure of
 		// those (the records would come out of order).
-		switch {
-		case j.encErr == nil:
+		if j.encoded {
 			_, _, j.err = j.linesLog.AppendEncoded(&j.enc)
-		case errors.Is(j.encErr, engine.ErrNotEncodable):
+		} else {
 			_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
-		default:
-			j.err = j.encErr
 		}
 	}
 	j.enc.Reset()
-}
-
-// encode encodes the job's lines, if any; it needs no lock and runs before
-// the job waits for the one before it.
-func (j *appendJob) encode() {
-	if j.lines != nil {
-		j.encErr = j.linesLog.EncodeLines(&j.enc, j.lines, j.batchSize)
-	}
 }
 
 // appendHandle is one open append file: its line framing and its batches.
@@ -405,6 +393,14 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	}
 	async := h.linger > 0
 	lines := data[:last+1]
+	keyRequired := h.keyRequired()
+	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
+	bareLines := async && h.fixed >= 0 && valueOnly && !keyRequired && int64(len(partial)+len(lines)) >= h.batchSize
+	if bareLines {
+		if n, errno, ok := h.writeEncoded(partial, lines, data[last+1:], len(data)); ok {
+			return n, errno
+		}
+	}
 	bulk := -1
 	if async && !h.jsonl {
 		// Full batches are appended after Write returns, when go-fuse has
@@ -420,9 +416,8 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		lines, partial = buf, nil
 	}
 
-	keyRequired := h.keyRequired()
-	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
-	if bulk >= 0 && h.fixed >= 0 && valueOnly && !keyRequired && int64(len(lines)) >= h.batchSize {
+	if bareLines {
+		// A compressed topic: the job hands the lines to AppendLines.
 		return h.writeLines(lines, bulk, data[last+1:], len(data))
 	}
 
@@ -523,18 +518,69 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	return uint32(len(data)), 0
 }
 
-// writeLines is write's path for a WRITE that brings at least batch.size
-// of whole lines to a partition-level file of bare values (the common
-// "cat lines > TOPIC/0/append"): its lines, already copied to the bulk
-// buffer, go to the engine as they are, after the partition's pending
-// records, in the background (Partition.AppendLines frames and encodes
-// them in one pass: no Record per line, no second copy). Its batches are
-// cut at batch.size from the WRITE's first line on; the last may be short
-// rather than wait for the next WRITE. rest is the unterminated end of the
-// WRITE, n its size. The caller holds h.mu.
+// writeEncoded is write's path for a WRITE that brings at least batch.size
+// of whole lines to a partition-level file of bare values on an
+// uncompressed topic (the common "cat lines > TOPIC/0/append"): the lines
+// (partial, the begun line, in front) are encoded into batches right here,
+// straight from the request (Partition.EncodeLines: one pass, no Record per
+// line, no copy of the WRITE first), and the background job appends them
+// (AppendEncoded) after the partition's pending records, when the job
+// before it is done. Their batches are cut at batch.size from the WRITE's
+// first line on; the last may be short rather than wait for the next
+// WRITE. rest is the unterminated end of the WRITE, n its size. ok is false
+// when the topic's lines cannot be encoded ahead (compressed): then nothing
+// changed. The caller holds h.mu.
+func (h *appendHandle) writeEncoded(partial, lines, rest []byte, n int) (uint32, syscall.Errno, bool) {
+	if h.checkSize {
+		if size, ok := h.linesFit(len(partial), lines); !ok {
+			return 0, h.fsys.errno("write", h.check(nil, size, false)), true
+		}
+	}
+	for len(h.jobs) >= maxJobs {
+		// Wait for room (an error of an earlier WRITE's batches is this
+		// write's).
+		if err := h.reap(); err != nil {
+			n, errno := h.failed(err)
+			return n, errno, true
+		}
+	}
+	pb := h.fixedBatch()
+	job := h.newJob()
+	var err error
+	if len(partial) > 0 {
+		i := bytes.IndexByte(lines, '\n')
+		h.join = append(append(h.join[:0], partial...), lines[:i+1]...)
+		err = pb.p.EncodeLines(&job.enc, h.join, int(h.batchSize))
+		lines = lines[i+1:]
+	}
+	if err == nil && len(lines) > 0 {
+		err = pb.p.EncodeLines(&job.enc, lines, int(h.batchSize))
+	}
+	if err != nil {
+		job.enc.Reset()
+		h.spareJobs = append(h.spareJobs, job)
+		if errors.Is(err, engine.ErrNotEncodable) {
+			return 0, 0, false
+		}
+		return 0, h.fsys.errno("write", err), true
+	}
+	h.take(job, h.fixed, pb, true, 0)
+	job.encoded, job.linesLog = true, pb.p
+	pb.touched, pb.written = true, true
+	h.start(job)
+	h.setTail(nil, rest)
+	h.broken = false // a begun line was completed
+	return uint32(n), 0, true
+}
+
+// writeLines is writeEncoded for a compressed topic, whose batches are
+// encoded at append time: the lines, already copied to the bulk buffer,
+// go to Partition.AppendLines in the background, after the partition's
+// pending records. rest is the unterminated end of the WRITE, n its size.
+// The caller holds h.mu.
 func (h *appendHandle) writeLines(lines []byte, bulk int, rest []byte, n int) (uint32, syscall.Errno) {
 	if h.checkSize {
-		if size, ok := h.linesFit(lines); !ok {
+		if size, ok := h.linesFit(0, lines); !ok {
 			return 0, h.fsys.errno("write", h.check(nil, size, false))
 		}
 	}
@@ -564,18 +610,19 @@ func valueRecordSize(n int) int64 {
 	return int64(record.HeaderSize + varintLen(int64(body)) + body)
 }
 
-// linesFit reports whether every line of lines (whole lines) makes a
-// record within max.message.bytes, and if not the size of the first that
-// does not. Every line after the first lies within the bytes after it, so
-// one bound usually answers without a scan.
-func (h *appendHandle) linesFit(lines []byte) (int64, bool) {
+// linesFit reports whether every line of lines (whole lines, the first
+// after a begun line of partial bytes) makes a record within
+// max.message.bytes, and if not the size of the first that does not. Every
+// line after the first lies within the bytes after it, so one bound
+// usually answers without a scan.
+func (h *appendHandle) linesFit(partial int, lines []byte) (int64, bool) {
 	first := bytes.IndexByte(lines, '\n')
-	if valueRecordSize(first) <= h.maxMessage && valueRecordSize(max(len(lines)-first-2, 0)) <= h.maxMessage {
+	if valueRecordSize(partial+first) <= h.maxMessage && valueRecordSize(max(len(lines)-first-2, 0)) <= h.maxMessage {
 		return 0, true
 	}
-	for rest := lines; len(rest) > 0; {
+	for rest, extra := lines, partial; len(rest) > 0; extra = 0 {
 		i := bytes.IndexByte(rest, '\n')
-		if size := valueRecordSize(i); size > h.maxMessage {
+		if size := valueRecordSize(extra + i); size > h.maxMessage {
 			return size, false
 		}
 		rest = rest[i+1:]
@@ -765,7 +812,7 @@ func (h *appendHandle) newJob() *appendJob {
 	}
 	j.items = j.items[:0]
 	j.bulk, j.arena, j.err = -1, false, nil
-	j.lines, j.linesLog, j.encErr = nil, nil, nil
+	j.lines, j.linesLog, j.encoded = nil, nil, false
 	j.done = make(chan struct{})
 	return j
 }
@@ -788,7 +835,6 @@ func (h *appendHandle) start(job *appendJob) {
 	}
 	h.jobs = append(h.jobs, job)
 	go func() {
-		job.encode()
 		if prev != nil {
 			<-prev
 		}
