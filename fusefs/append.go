@@ -178,20 +178,20 @@ type partBatch struct {
 // inside the Write that made it.
 type appendJob struct {
 	items []jobItem
-	// lines are whole lines for linesLog.AppendLines, appended after the
-	// items (writeLines); they alias the bulk buffer.
+	// lines are whole lines appended after the items: by
+	// linesLog.AppendLines (writeLines), or encoded by the job after the
+	// lines Write encoded into enc (encoded, writeEncoded); they alias
+	// the bulk buffer.
 	lines     []byte
 	linesLog  partitionLog
 	batchSize int
-	// enc holds lines Write encoded (writeEncoded), appended by
-	// AppendEncoded when encoded is set.
-	enc     engine.EncodedLines
-	encoded bool
-	bulk    int  // the bulk buffer its records alias, -1: none
-	arena   bool // some records alias the handle's arena
-	err     error
-	done    chan struct{}
-	free    [][][]record.Record // group slices of earlier items, for reuse
+	enc       engine.EncodedLines
+	encoded   bool
+	bulk      int  // the bulk buffer its records alias, -1: none
+	arena     bool // some records alias the handle's arena
+	err       error
+	done      chan struct{}
+	free      [][][]record.Record // group slices of earlier items, for reuse
 }
 
 type jobItem struct {
@@ -211,13 +211,38 @@ func (j *appendJob) run() {
 		// After the pending records they follow; not after a failure of
 		// those (the records would come out of order).
 		if j.encoded {
-			_, _, j.err = j.linesLog.AppendEncoded(&j.enc)
+			j.appendEncoded()
 		} else {
 			_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
 		}
 	}
 	j.enc.Reset()
 }
+
+// appendEncoded appends the lines Write encoded and, encoded now, the
+// lines it left to the job (the second part of the WRITE). If the topic's
+// batches cannot be encoded ahead any more (it turned compressed), those
+// follow the encoded ones through AppendLines.
+func (j *appendJob) appendEncoded() {
+	var rest []byte
+	if j.lines != nil {
+		err := j.linesLog.EncodeLines(&j.enc, j.lines, j.batchSize)
+		switch {
+		case errors.Is(err, engine.ErrNotEncodable):
+			rest = j.lines
+		case err != nil:
+			j.err = err
+			return
+		}
+	}
+	if _, _, j.err = j.linesLog.AppendEncoded(&j.enc); j.err == nil && rest != nil {
+		_, _, j.err = j.linesLog.AppendLines(rest, j.batchSize)
+	}
+}
+
+// minSplit is the least WRITE part Write leaves to its job (below it, the
+// hand-off costs more than it balances).
+const minSplit = 64 << 10
 
 // appendHandle is one open append file: its line framing and its batches.
 // Lines are framed per handle, so concurrent writers never interleave
@@ -553,11 +578,28 @@ func (h *appendHandle) writeEncoded(partial, lines, rest []byte, n int) (uint32,
 		err = pb.p.EncodeLines(&job.enc, h.join, int(h.batchSize))
 		lines = lines[i+1:]
 	}
+	// The chain cat waits on (its write, go-fuse's read, this handler) and
+	// the job chain (the disk write) are balanced when Write encodes about
+	// half of the WRITE and copies the rest for its job to encode.
+	var tail []byte
+	if len(lines) >= 2*minSplit {
+		if j := bytes.IndexByte(lines[len(lines)/2:], '\n'); j >= 0 && len(lines)/2+j+1 < len(lines) {
+			lines, tail = lines[:len(lines)/2+j+1], lines[len(lines)/2+j+1:]
+		}
+	}
 	if err == nil && len(lines) > 0 {
 		err = pb.p.EncodeLines(&job.enc, lines, int(h.batchSize))
 	}
+	if err == nil && tail != nil {
+		var bulk int
+		if bulk, err = h.freeBulk(); err == nil {
+			h.bulk[bulk] = append(h.bulk[bulk][:0], tail...)
+			job.bulk, job.lines, job.batchSize = bulk, h.bulk[bulk], int(h.batchSize)
+		}
+	}
 	if err != nil {
 		job.enc.Reset()
+		job.bulk, job.lines = -1, nil
 		h.spareJobs = append(h.spareJobs, job)
 		if errors.Is(err, engine.ErrNotEncodable) {
 			return 0, 0, false

@@ -489,14 +489,18 @@ func testAppendHandleLinesPath(t *testing.T, codec string) {
 		require.Zero(t, errno)
 		require.Equal(t, uint32(len(l)+1), n)
 	}
-	for i := range 5000 {
+	for i := range 15000 {
 		l := fmt.Sprintf("line-%05d-%s", i, strings.Repeat("x", i%150))
 		want = append(want, l)
 		stream.WriteString(l + "\n")
 	}
 	data := stream.String()
-	for off := 0; off < len(data); { // WRITEs of 40-90 KiB, cut inside lines
-		end := min(off+40<<10+off%(50<<10), len(data))
+	for off := 0; off < len(data); { // WRITEs of 40-90 KiB and 200-250 KiB (Write encodes half, its job the rest), cut inside lines
+		size := 40<<10 + off%(50<<10)
+		if (off/size)%3 == 1 {
+			size += 160 << 10
+		}
+		end := min(off+size, len(data))
 		n, errno := h.write([]byte(data[off:end]))
 		require.Zero(t, errno)
 		require.Equal(t, uint32(end-off), n)
@@ -549,4 +553,45 @@ func testAppendHandleLinesPath(t *testing.T, codec string) {
 func (f *fakeLog) EncodeLines(*engine.EncodedLines, []byte, int) error { return engine.ErrNotEncodable }
 func (g *groupLog) EncodeLines(*engine.EncodedLines, []byte, int) error {
 	return engine.ErrNotEncodable
+}
+
+// TestAppendJobEncodedTurnsCompressed: the lines a WRITE left to its job
+// follow the lines Write encoded even when the topic turned compressed in
+// between (the encoded ones are re-encoded, the rest appended as lines).
+func TestAppendJobEncodedTurnsCompressed(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	part, err := engine.OpenPartition(vfs.NewMem(), "/d/t-0", "t", 0, engine.PartitionOptions{
+		Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
+	require.NoError(t, err)
+	defer part.Close()
+	var head, tail strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&head, "head-%d\n", i)
+		fmt.Fprintf(&tail, "tail-%d\n", i)
+	}
+	job := &appendJob{encoded: true, linesLog: part, lines: []byte(tail.String()), batchSize: 1024}
+	require.NoError(t, part.EncodeLines(&job.enc, []byte(head.String()), 1024))
+	c2 := cfg
+	c2.CompressionType = "lz4"
+	part.SetConfig(c2)
+	job.appendEncoded()
+	require.NoError(t, job.err)
+	r := part.NewReader(0, engine.ReaderOptions{})
+	defer r.Close()
+	var got []string
+	for {
+		b, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		assert.Equal(t, record.LZ4, b.Codec())
+		recs, err := b.Records(nil)
+		require.NoError(t, err)
+		for _, rec := range recs {
+			got = append(got, string(rec.Value))
+		}
+	}
+	want := strings.Split(strings.TrimSuffix(head.String()+tail.String(), "\n"), "\n")
+	require.Equal(t, want, got)
 }
