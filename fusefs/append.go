@@ -422,28 +422,17 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	valueOnly := !h.jsonl && (!h.lc.parseKey || h.lc.separator == "")
 	bareLines := async && h.fixed >= 0 && valueOnly && !keyRequired && int64(len(partial)+len(lines)) >= h.batchSize
 	if bareLines {
-		if n, errno, ok := h.writeEncoded(partial, lines, data[last+1:], len(data)); ok {
-			return n, errno
-		}
+		return h.writeBare(partial, lines, data[last+1:], len(data))
 	}
 	bulk := -1
 	if async && !h.jsonl {
 		// Full batches are appended after Write returns, when go-fuse has
 		// reused data: frame a copy (with the begun line in front).
 		var err error
-		if bulk, err = h.freeBulk(); err != nil {
+		if bulk, lines, err = h.copyBulk(partial, lines); err != nil {
 			return h.failed(err)
 		}
-		buf := append(append(h.bulk[bulk][:0], partial...), lines...)
-		if cap(buf) <= 2*maxWrite {
-			h.bulk[bulk] = buf
-		}
-		lines, partial = buf, nil
-	}
-
-	if bareLines {
-		// A compressed topic: the job hands the lines to AppendLines.
-		return h.writeLines(lines, bulk, data[last+1:], len(data))
+		partial = nil
 	}
 
 	// Parse and validate every complete line before anything changes:
@@ -543,86 +532,22 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	return uint32(len(data)), 0
 }
 
-// writeEncoded is write's path for a WRITE that brings at least batch.size
-// of whole lines to a partition-level file of bare values on an
-// uncompressed topic (the common "cat lines > TOPIC/0/append"): the lines
-// (partial, the begun line, in front) are encoded into batches right here,
-// straight from the request (Partition.EncodeLines: one pass, no Record per
-// line, no copy of the WRITE first), and the background job appends them
-// (AppendEncoded) after the partition's pending records, when the job
-// before it is done. Their batches are cut at batch.size from the WRITE's
-// first line on; the last may be short rather than wait for the next
-// WRITE. rest is the unterminated end of the WRITE, n its size. ok is false
-// when the topic's lines cannot be encoded ahead (compressed): then nothing
-// changed. The caller holds h.mu.
-func (h *appendHandle) writeEncoded(partial, lines, rest []byte, n int) (uint32, syscall.Errno, bool) {
+// writeBare is write's path for a WRITE that brings at least batch.size
+// of whole lines to a partition-level file of bare values (the common
+// "cat lines > TOPIC/0/append"): no Record per line. On an uncompressed
+// topic the lines (partial, the begun line, in front) are encoded into
+// batches right here, straight from the request (Partition.EncodeLines:
+// one pass, no copy of the WRITE first) — of a WRITE of at least
+// 2*minSplit only the first half, the rest copied for its job to encode —
+// and the background job appends them (AppendEncoded) after the
+// partition's pending records, when the job before it is done. On a
+// compressed topic the lines are copied and the job hands them to
+// AppendLines. Batches are cut at batch.size from the WRITE's first line
+// on; the last may be short rather than wait for the next WRITE. rest is
+// the unterminated end of the WRITE, n its size. The caller holds h.mu.
+func (h *appendHandle) writeBare(partial, lines, rest []byte, n int) (uint32, syscall.Errno) {
 	if h.checkSize {
 		if size, ok := h.linesFit(len(partial), lines); !ok {
-			return 0, h.fsys.errno("write", h.check(nil, size, false)), true
-		}
-	}
-	for len(h.jobs) >= maxJobs {
-		// Wait for room (an error of an earlier WRITE's batches is this
-		// write's).
-		if err := h.reap(); err != nil {
-			n, errno := h.failed(err)
-			return n, errno, true
-		}
-	}
-	pb := h.fixedBatch()
-	job := h.newJob()
-	var err error
-	if len(partial) > 0 {
-		i := bytes.IndexByte(lines, '\n')
-		h.join = append(append(h.join[:0], partial...), lines[:i+1]...)
-		err = pb.p.EncodeLines(&job.enc, h.join, int(h.batchSize))
-		lines = lines[i+1:]
-	}
-	// The chain cat waits on (its write, go-fuse's read, this handler) and
-	// the job chain (the disk write) are balanced when Write encodes about
-	// half of the WRITE and copies the rest for its job to encode.
-	var tail []byte
-	if len(lines) >= 2*minSplit {
-		if j := bytes.IndexByte(lines[len(lines)/2:], '\n'); j >= 0 && len(lines)/2+j+1 < len(lines) {
-			lines, tail = lines[:len(lines)/2+j+1], lines[len(lines)/2+j+1:]
-		}
-	}
-	if err == nil && len(lines) > 0 {
-		err = pb.p.EncodeLines(&job.enc, lines, int(h.batchSize))
-	}
-	if err == nil && tail != nil {
-		var bulk int
-		if bulk, err = h.freeBulk(); err == nil {
-			h.bulk[bulk] = append(h.bulk[bulk][:0], tail...)
-			job.bulk, job.lines, job.batchSize = bulk, h.bulk[bulk], int(h.batchSize)
-		}
-	}
-	if err != nil {
-		job.enc.Reset()
-		job.bulk, job.lines = -1, nil
-		h.spareJobs = append(h.spareJobs, job)
-		if errors.Is(err, engine.ErrNotEncodable) {
-			return 0, 0, false
-		}
-		return 0, h.fsys.errno("write", err), true
-	}
-	h.take(job, h.fixed, pb, true, 0)
-	job.encoded, job.linesLog = true, pb.p
-	pb.touched, pb.written = true, true
-	h.start(job)
-	h.setTail(nil, rest)
-	h.broken = false // a begun line was completed
-	return uint32(n), 0, true
-}
-
-// writeLines is writeEncoded for a compressed topic, whose batches are
-// encoded at append time: the lines, already copied to the bulk buffer,
-// go to Partition.AppendLines in the background, after the partition's
-// pending records. rest is the unterminated end of the WRITE, n its size.
-// The caller holds h.mu.
-func (h *appendHandle) writeLines(lines []byte, bulk int, rest []byte, n int) (uint32, syscall.Errno) {
-	if h.checkSize {
-		if size, ok := h.linesFit(0, lines); !ok {
 			return 0, h.fsys.errno("write", h.check(nil, size, false))
 		}
 	}
@@ -635,14 +560,73 @@ func (h *appendHandle) writeLines(lines []byte, bulk int, rest []byte, n int) (u
 	}
 	pb := h.fixedBatch()
 	job := h.newJob()
-	job.bulk = bulk
+	job.linesLog, job.batchSize = pb.p, int(h.batchSize)
+	err := h.encodeBare(job, partial, lines)
+	if errors.Is(err, engine.ErrNotEncodable) {
+		job.enc.Reset()
+		job.bulk, job.lines, err = h.copyBulk(partial, lines)
+	}
+	if err != nil {
+		job.enc.Reset()
+		job.bulk, job.lines = -1, nil
+		h.spareJobs = append(h.spareJobs, job)
+		return 0, h.fsys.errno("write", err)
+	}
 	h.take(job, h.fixed, pb, true, 0)
-	job.lines, job.linesLog, job.batchSize = lines, pb.p, int(h.batchSize)
 	pb.touched, pb.written = true, true
 	h.start(job)
 	h.setTail(nil, rest)
 	h.broken = false // a begun line was completed
 	return uint32(n), 0
+}
+
+// encodeBare encodes partial+lines into job.enc (the begun line joined
+// with its end first), leaving the second half of a large WRITE to the
+// job (a copy in job.lines): the chain cat waits on (its write, go-fuse's
+// read, this handler) and the job chain (the disk write) are balanced when
+// Write encodes about half. The caller holds h.mu.
+func (h *appendHandle) encodeBare(job *appendJob, partial, lines []byte) error {
+	p := job.linesLog
+	if len(partial) > 0 {
+		i := bytes.IndexByte(lines, '\n')
+		h.join = append(append(h.join[:0], partial...), lines[:i+1]...)
+		if err := p.EncodeLines(&job.enc, h.join, job.batchSize); err != nil {
+			return err
+		}
+		lines = lines[i+1:]
+	}
+	var tail []byte
+	if half := len(lines) / 2; len(lines) >= 2*minSplit {
+		if j := bytes.IndexByte(lines[half:], '\n'); j >= 0 && half+j+1 < len(lines) {
+			lines, tail = lines[:half+j+1], lines[half+j+1:]
+		}
+	}
+	if len(lines) > 0 {
+		if err := p.EncodeLines(&job.enc, lines, job.batchSize); err != nil {
+			return err
+		}
+	}
+	job.encoded = true
+	if tail != nil {
+		var err error
+		job.bulk, job.lines, err = h.copyBulk(nil, tail)
+		return err
+	}
+	return nil
+}
+
+// copyBulk copies a then b into a free bulk buffer (one not aliased by a
+// job in flight) and returns its index and the copy. The caller holds h.mu.
+func (h *appendHandle) copyBulk(a, b []byte) (int, []byte, error) {
+	i, err := h.freeBulk()
+	if err != nil {
+		return -1, nil, err
+	}
+	buf := append(append(h.bulk[i][:0], a...), b...)
+	if cap(buf) <= 2*maxWrite {
+		h.bulk[i] = buf
+	}
+	return i, buf, nil
 }
 
 // valueRecordSize is the size of a record of an n-byte value alone
