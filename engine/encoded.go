@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -60,23 +59,15 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 		return fmt.Errorf("engine: EncodeLines: e holds lines of another partition or configuration")
 	}
 	maxBytes := int(min(cfg.MaxMessageBytes, cfg.SegmentBytes))
-	soft := min(max(batchBytes, 1), maxBytes)
-	spec := record.BatchSpec{
-		Codec: record.None, LogAppendTime: cfg.LogAppendTime(), ProducerID: -1, ProducerEpoch: -1,
-		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
-	}
+	spec := appendSpec(record.None, cfg.LogAppendTime())
 	nowMs := p.now().UnixMilli()
 	buf, nb := e.buf, len(e.batches)
 	for rest := lines; len(rest) > 0; {
 		start := len(buf)
-		out, info, used, err := record.EncodeLines(buf, spec, rest, nowMs, soft)
-		if err != nil && soft < maxBytes && errors.Is(err, record.ErrBatchTooLarge) {
-			one := rest[:bytes.IndexByte(rest, '\n')+1]
-			out, info, used, err = record.EncodeLines(buf, spec, one, nowMs, maxBytes)
-		}
+		out, info, used, err := encodeLineBatch(buf, spec, rest, nowMs, batchBytes, maxBytes)
 		if err != nil {
 			e.batches = e.batches[:nb] // e.buf keeps its length: the new bytes went past it
-			return sequentialError(err)
+			return err
 		}
 		buf = out
 		e.batches = append(e.batches, encodedBatch{start: start, end: len(buf), count: info.Records, maxTs: info.MaxTimestamp})

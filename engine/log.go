@@ -324,22 +324,13 @@ func (p *Partition) AppendLines(lines []byte, batchBytes int) (first, last int64
 
 // encodeLinesLocked encodes lines batch by batch into the run.
 func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendParams) error {
-	spec := record.BatchSpec{
-		Codec: record.None, LogAppendTime: ap.logAppend, ProducerID: -1, ProducerEpoch: -1,
-		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
-	}
-	soft := int(min(int64(max(batchBytes, 1)), ap.maxBytes))
+	spec := appendSpec(record.None, ap.logAppend)
 	for rest := lines; len(rest) > 0; {
 		start := len(p.w.encBuf)
 		spec.BaseOffset = p.nextOffsetLocked()
-		buf, info, used, err := record.EncodeLines(p.w.encBuf, spec, rest, ap.nowMs, soft)
-		if err != nil && int64(soft) < ap.maxBytes && errors.Is(err, record.ErrBatchTooLarge) {
-			// A line longer than batchBytes: a batch of its own.
-			one := rest[:bytes.IndexByte(rest, '\n')+1]
-			buf, info, used, err = record.EncodeLines(p.w.encBuf, spec, one, ap.nowMs, int(ap.maxBytes))
-		}
+		buf, info, used, err := encodeLineBatch(p.w.encBuf, spec, rest, ap.nowMs, batchBytes, int(ap.maxBytes))
 		if err != nil {
-			return sequentialError(err)
+			return err
 		}
 		p.w.encBuf = buf
 		rest = rest[used:]
@@ -350,6 +341,29 @@ func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendPa
 		}
 	}
 	return nil
+}
+
+// appendSpec is the spec of the batches an append call encodes: no
+// producer, no sequence, leader epoch 0, offsets from BaseOffset on.
+func appendSpec(codec record.Codec, logAppendTime bool) record.BatchSpec {
+	return record.BatchSpec{
+		Codec: codec, LogAppendTime: logAppendTime, ProducerID: -1, ProducerEpoch: -1,
+		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
+	}
+}
+
+// encodeLineBatch appends to buf the next batch of lines: as many whole
+// lines as fit in batchBytes (capped by maxBytes), or the first line alone
+// if it is longer (a batch of its own, up to maxBytes). It returns what
+// record.EncodeLines does, its error as the append path reports it.
+func encodeLineBatch(buf []byte, spec record.BatchSpec, lines []byte, nowMs int64, batchBytes, maxBytes int) ([]byte, record.SequentialInfo, int, error) {
+	soft := min(max(batchBytes, 1), maxBytes)
+	out, info, used, err := record.EncodeLines(buf, spec, lines, nowMs, soft)
+	if err != nil && soft < maxBytes && errors.Is(err, record.ErrBatchTooLarge) {
+		one := lines[:bytes.IndexByte(lines, '\n')+1]
+		out, info, used, err = record.EncodeLines(buf, spec, one, nowMs, maxBytes)
+	}
+	return out, info, used, sequentialError(err)
 }
 
 // appendLineGroupsLocked is AppendLines for compressed topics: the lines
@@ -442,10 +456,7 @@ func (p *Partition) trimBuffersLocked(cfg *Config) {
 // run was written, the group's batches are taken out of the run again.
 // Callers hold mu.
 func (p *Partition) appendGroupLocked(recs []record.Record, ap *appendParams) error {
-	spec := record.BatchSpec{
-		Codec: ap.codec, LogAppendTime: ap.logAppend, ProducerID: -1, ProducerEpoch: -1,
-		BaseSequence: -1, PartitionLeaderEpoch: 0, DeleteHorizonMs: -1, LastOffsetDelta: -1,
-	}
+	spec := appendSpec(ap.codec, ap.logAppend)
 	// A record that cannot fit a batch on its own fails the whole group
 	// before anything of it is placed. Uncompressed groups that fit one
 	// batch need no check: encoding the batch is the check.

@@ -48,7 +48,6 @@ type writeJob struct {
 // are the writer mutex's.
 type runWriter struct {
 	off     bool // InlineWrites, or GOMAXPROCS < 2 (nothing would overlap): write in place
-	started bool
 	jobs    chan writeJob
 	results chan error
 	busy    bool  // a job was sent whose result was not received yet
@@ -57,17 +56,14 @@ type runWriter struct {
 }
 
 func (w *runWriter) start() {
-	if w.started {
+	if w.jobs != nil {
 		return
 	}
-	w.started = true
 	w.jobs = make(chan writeJob, 1)
 	w.results = make(chan error, 1)
 	w.wg.Go(func() {
 		for {
-			if !w.off {
-				spin.PollFor(w.jobs, writerPoll)
-			}
+			spin.PollFor(w.jobs, writerPoll)
 			j, ok := <-w.jobs
 			if !ok {
 				return
@@ -89,10 +85,8 @@ func (w *runWriter) note(err error) {
 // wait waits for the outstanding job, if any, and returns the first error
 // of the run's jobs so far.
 func (w *runWriter) wait() error {
-	if w.busy {
-		if !w.off {
-			spin.PollFor(w.results, resultPoll)
-		}
+	if w.busy { // only when not off: maybeSubmitLocked submits nothing then
+		spin.PollFor(w.results, resultPoll)
 		w.note(<-w.results)
 	}
 	return w.err
@@ -101,10 +95,10 @@ func (w *runWriter) wait() error {
 // stop ends the goroutine; no job may be outstanding (the partition is
 // closed, no append runs).
 func (w *runWriter) stop() {
-	if w.started {
+	if w.jobs != nil {
 		close(w.jobs)
 		w.wg.Wait()
-		w.started = false
+		w.jobs = nil
 	}
 }
 

@@ -72,14 +72,14 @@ func TestAppendLargeGroupPipelined(t *testing.T) {
 			// One batch, nothing to overlap: written in place.
 			_, _, err := p.Append(kibRecs(200, 1024, 0, 0))
 			require.NoError(t, err)
-			assert.False(t, p.w.pipe.started, "a one-batch append is written in place")
+			assert.Nil(t, p.w.pipe.jobs, "a one-batch append is written in place")
 			recs := append(kibRecs(200, 1024, 0, 0), kibRecs(3000, 1024, 1500, 300<<10)...)
 			first, last, err := p.Append(recs[200:])
 			require.NoError(t, err)
 			assert.Equal(t, int64(200), first)
 			assert.Equal(t, int64(3199), last)
 			if runtime.GOMAXPROCS(0) >= 2 {
-				assert.Equal(t, !tc.inline, p.w.pipe.started, "the write goroutine wrote part of the run unless inline")
+				assert.Equal(t, !tc.inline, p.w.pipe.jobs != nil, "the write goroutine wrote part of the run unless inline")
 			}
 			sizes, counts := batchSizes(t, p)
 			total := 0
