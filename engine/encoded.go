@@ -21,8 +21,7 @@ var ErrNotEncodable = errors.New("engine: lines of this topic are encoded at app
 // returned. Reuse an EncodedLines to keep its buffer.
 type EncodedLines struct {
 	p       *Partition
-	codec   record.Codec // the topic's codec and timestamp type when encoded
-	lat     bool
+	lat     bool // the topic's timestamp type when encoded (its codec was none)
 	buf     []byte // the batches, base offset 0 each
 	batches []encodedBatch
 }
@@ -51,8 +50,7 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 		return fmt.Errorf("engine: EncodeLines: lines must end with a newline")
 	}
 	cfg := p.cfg.Load()
-	codec := configCodec(cfg)
-	if codec != record.None {
+	if configCodec(cfg) != record.None {
 		return ErrNotEncodable
 	}
 	if e.p != nil && (e.p != p || e.lat != cfg.LogAppendTime()) {
@@ -73,7 +71,7 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 		e.batches = append(e.batches, encodedBatch{start: start, end: len(buf), count: info.Records, maxTs: info.MaxTimestamp})
 		rest = rest[used:]
 	}
-	e.p, e.codec, e.lat, e.buf = p, codec, spec.LogAppendTime, buf
+	e.p, e.lat, e.buf = p, spec.LogAppendTime, buf
 	return nil
 }
 
@@ -92,7 +90,7 @@ func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error
 	}
 	return p.appendWith(func(ap *appendParams) error {
 		ap.lastGroup = true
-		if ap.codec != e.codec || ap.logAppend != e.lat {
+		if ap.codec != record.None || ap.logAppend != e.lat {
 			return p.reencodeLocked(e, ap)
 		}
 		// The run takes e's buffer as its encode buffer for this call

@@ -471,10 +471,7 @@ func TestAppendHandleLinesPath(t *testing.T) {
 func testAppendHandleLinesPath(t *testing.T, codec string) {
 	cfg := engine.DefaultConfig()
 	cfg.CompressionType = codec
-	part, err := engine.OpenPartition(vfs.NewMem(), "/d/t-0", "t", 0, engine.PartitionOptions{
-		Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
-	require.NoError(t, err)
-	defer part.Close()
+	part := memPartition(t, cfg)
 	ll := &linesLog{partitionLog: part}
 	h := newTestHandle(ll, 4096)
 	h.checkSize = codec == "none"
@@ -527,25 +524,12 @@ func testAppendHandleLinesPath(t *testing.T, codec string) {
 	want = append(want, "tail", "end")
 	require.Zero(t, h.flush())
 
-	r := part.NewReader(0, engine.ReaderOptions{})
-	defer r.Close()
-	var got []string
-	for {
-		b, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
+	got := partitionValues(t, part, func(b *record.Batch, r *record.Record) {
 		if b.RecordCount > 1 && codec == "none" {
 			assert.LessOrEqual(t, b.Size(), 16<<10)
 		}
-		recs, err := b.Records(nil)
-		require.NoError(t, err)
-		for _, rec := range recs {
-			require.Nil(t, rec.Key)
-			got = append(got, string(rec.Value))
-		}
-	}
+		require.Nil(t, r.Key)
+	})
 	require.Equal(t, want, got)
 }
 
@@ -560,10 +544,7 @@ func (g *groupLog) EncodeLines(*engine.EncodedLines, []byte, int) error {
 // between (the encoded ones are re-encoded, the rest appended as lines).
 func TestAppendJobEncodedTurnsCompressed(t *testing.T) {
 	cfg := engine.DefaultConfig()
-	part, err := engine.OpenPartition(vfs.NewMem(), "/d/t-0", "t", 0, engine.PartitionOptions{
-		Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
-	require.NoError(t, err)
-	defer part.Close()
+	part := memPartition(t, cfg)
 	var head, tail strings.Builder
 	for i := range 300 {
 		fmt.Fprintf(&head, "head-%d\n", i)
@@ -576,22 +557,42 @@ func TestAppendJobEncodedTurnsCompressed(t *testing.T) {
 	part.SetConfig(c2)
 	job.appendEncoded()
 	require.NoError(t, job.err)
+	got := partitionValues(t, part, func(b *record.Batch, _ *record.Record) {
+		assert.Equal(t, record.LZ4, b.Codec())
+	})
+	want := strings.Split(strings.TrimSuffix(head.String()+tail.String(), "\n"), "\n")
+	require.Equal(t, want, got)
+}
+
+// memPartition opens a fresh partition on a MemFS, closed at the end of
+// the test.
+func memPartition(t *testing.T, cfg engine.Config) *engine.Partition {
+	t.Helper()
+	part, err := engine.OpenPartition(vfs.NewMem(), "/d/t-0", "t", 0, engine.PartitionOptions{
+		Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { part.Close() })
+	return part
+}
+
+// partitionValues returns the values of every record of part in order,
+// calling check with each record and its batch.
+func partitionValues(t *testing.T, part *engine.Partition, check func(*record.Batch, *record.Record)) []string {
+	t.Helper()
 	r := part.NewReader(0, engine.ReaderOptions{})
 	defer r.Close()
 	var got []string
 	for {
 		b, err := r.Next()
 		if err == io.EOF {
-			break
+			return got
 		}
 		require.NoError(t, err)
-		assert.Equal(t, record.LZ4, b.Codec())
 		recs, err := b.Records(nil)
 		require.NoError(t, err)
-		for _, rec := range recs {
-			got = append(got, string(rec.Value))
+		for i := range recs {
+			check(b, &recs[i])
+			got = append(got, string(recs[i].Value))
 		}
 	}
-	want := strings.Split(strings.TrimSuffix(head.String()+tail.String(), "\n"), "\n")
-	require.Equal(t, want, got)
 }
