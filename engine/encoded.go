@@ -21,7 +21,7 @@ var ErrNotEncodable = errors.New("engine: lines of this topic are encoded at app
 // returned. Reuse an EncodedLines to keep its buffer.
 type EncodedLines struct {
 	p       *Partition
-	lat     bool // the topic's timestamp type when encoded (its codec was none)
+	lat     bool   // the topic's timestamp type when encoded (its codec was none)
 	buf     []byte // the batches, base offset 0 each
 	batches []encodedBatch
 }
