@@ -897,6 +897,7 @@ func (p *Partition) writeRunLocked() error {
 		if terr := s.log.Truncate(r.pos0); terr != nil {
 			p.logger.Warn("engine: cannot truncate after a failed write", "segment", s.LogPath(), "err", terr)
 		}
+		s.truncatedLocked(r.pos0)
 		return fmt.Errorf("engine: append to %s: %w", s.LogPath(), err)
 	}
 	var records int64
@@ -1055,6 +1056,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
 	if err := old.seal(); err != nil {
 		p.logger.Warn("engine: sealing segment", "segment", old.LogPath(), "err", err)
 	}
+	p.releaseReserved(old)
 	old.cache.add(old)
 	nl := make([]*Segment, len(l), len(l)+1)
 	copy(nl, l)
@@ -1388,6 +1390,7 @@ func (p *Partition) Close() error {
 			errs = append(errs, a.mu.tidx.Trim(), a.mu.tidx.Sync())
 		}
 		a.mu.Unlock()
+		p.releaseReserved(a)
 	}
 	p.w.pipe.stop()
 	p.mu.Unlock()

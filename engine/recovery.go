@@ -382,6 +382,7 @@ func (p *Partition) recoverLog(cfg *Config) error {
 				if err := s.log.Truncate(res.valid); err != nil {
 					return fmt.Errorf("engine: truncate %s: %w", s.LogPath(), err)
 				}
+				s.truncatedLocked(res.valid)
 			}
 			s.size.Store(res.valid)
 			if !active {
@@ -424,6 +425,7 @@ func (p *Partition) activate(s *Segment) error {
 	if p.opts.ReadOnly {
 		return nil
 	}
+	p.releaseReserved(s) // a crash left them
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.loaded && s.mu.writable {

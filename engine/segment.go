@@ -121,6 +121,8 @@ type Segment struct {
 	w struct {
 		ib           indexBuilder
 		rollJitterMs int64
+		reserved     int64 // .log bytes [0, reserved) have disk blocks (prealloc.go)
+		noPrealloc   bool  // reserving failed: write without
 	}
 
 	// mu protects the index handles and the file paths (renamed on delete).

@@ -138,6 +138,7 @@ func (p *Partition) maybeSubmitLocked() {
 func (p *Partition) submitLocked() {
 	r, w := &p.w.run, &p.w.pipe
 	w.start()
+	p.reserveLocked(r.seg, r.pos0+int64(r.end))
 	w.busy = true
 	w.jobs <- writeJob{f: r.seg.log, b: p.w.encBuf[r.sub:r.end:r.end], off: r.pos0 + int64(r.sub)}
 	r.sub = r.end
@@ -156,6 +157,7 @@ func (p *Partition) finishLocked() error {
 		return err
 	}
 	if r.sub == 0 {
+		p.reserveLocked(r.seg, r.pos0+int64(r.end))
 		_, err = r.seg.log.WriteAt(p.w.encBuf[:r.end], r.pos0)
 		return err
 	}
@@ -185,5 +187,6 @@ func (p *Partition) unsubmitLocked(m runMark) {
 	if err := r.seg.log.Truncate(r.pos0 + int64(keep)); err != nil {
 		p.logger.Warn("engine: cannot truncate a rewound append", "segment", r.seg.LogPath(), "err", err)
 	}
+	r.seg.truncatedLocked(r.pos0 + int64(keep))
 	r.sub = keep
 }

@@ -8,10 +8,11 @@ import (
 )
 
 // Allocate reserves disk blocks for [off, off+n) of f without changing its
-// size (fallocate mode 0 on a range inside the file), so that a later store
-// through a memory mapping cannot die of SIGBUS on a full disk: the ENOSPC
-// comes back here instead. Files without a descriptor (MemFS, ErrorFS) and
-// file systems without fallocate succeed without doing anything.
+// size (fallocate with FALLOC_FL_KEEP_SIZE), so that a later store through a
+// memory mapping cannot die of SIGBUS on a full disk (the ENOSPC comes back
+// here instead), and so that writes past the end land in blocks that exist
+// (see Preallocate). Files without a descriptor (MemFS, ErrorFS) and file
+// systems without fallocate succeed without doing anything.
 func Allocate(f File, off, n int64) error {
 	fd, ok := f.(interface{ Fd() uintptr })
 	if !ok || n <= 0 {
@@ -25,4 +26,24 @@ func Allocate(f File, off, n int64) error {
 		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 	}
 	return nil
+}
+
+// ReleaseBeyond frees the disk blocks f holds past size, its current size
+// (blocks that Allocate reserved past the end and no write used), by
+// truncating f to size; it does nothing when f holds no more blocks than
+// size needs, and for files without a descriptor.
+func ReleaseBeyond(f File, size int64) error {
+	fd, ok := f.(interface{ Fd() uintptr })
+	if !ok {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd.Fd()), &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	blk := max(int64(st.Blksize), 512)
+	if st.Blocks*512 <= (size+blk-1)/blk*blk || st.Size != size {
+		return nil
+	}
+	return f.Truncate(size)
 }

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -86,4 +87,32 @@ func TestAllocate(t *testing.T) {
 	mf, err := NewMem().OpenFile("/x", os.O_CREATE|os.O_RDWR, 0o644)
 	require.NoError(t, err)
 	assert.NoError(t, Allocate(mf, 0, 100), "no-op on MemFS")
+}
+
+func TestReleaseBeyond(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "prealloc")
+	f, err := OS.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	blocks := func() int64 {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(p, &st))
+		return st.Blocks * 512
+	}
+	_, err = f.WriteAt(bytes.Repeat([]byte("x"), 10000), 0)
+	require.NoError(t, err)
+	require.NoError(t, Allocate(f, 10000, 1<<20))
+	require.GreaterOrEqual(t, blocks(), int64(1<<20), "blocks reserved past the end")
+	require.NoError(t, ReleaseBeyond(f, 10000))
+	assert.Less(t, blocks(), int64(64<<10), "blocks past the end freed")
+	sz, err := f.Size()
+	require.NoError(t, err)
+	assert.Equal(t, int64(10000), sz, "size unchanged")
+	got, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, bytes.Repeat([]byte("x"), 10000), got, "bytes unchanged")
+
+	mf, err := NewMem().OpenFile("/x", os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	assert.NoError(t, ReleaseBeyond(mf, 0), "no-op on MemFS")
 }
