@@ -270,12 +270,8 @@ func appendJSONString(dst []byte, s []byte) []byte {
 // rendered.
 func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int, int, int) {
 	done := 0
-	ok := false
-	for done < left {
+	for done < left && p+2 <= len(data) {
 		// length
-		if p+2 > len(data) {
-			break
-		}
 		u := uint32(data[p])
 		q := p + 1
 		if u >= 0x80 {
@@ -289,34 +285,49 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 		if end-q < minPlainRecord || end > len(data) || data[end-1] != 0 {
 			break
 		}
-		rec := data[:end-1] // up to the headers count (0)
-		q++                 // attributes
-		// timestampDelta and offsetDelta, skipped.
-		if q, ok = skipPlainVarint(rec, q); !ok {
+		rec := data[q : end-1] // attributes up to the headers count (0); 5 bytes or more
+		// attributes, then timestampDelta and offsetDelta, skipped.
+		var ok bool
+		i := 2
+		if rec[1] >= 0x80 {
+			if rec[2] >= 0x80 {
+				break
+			}
+			i = 3
+		}
+		if i, ok = skipPlainVarint(rec, i); !ok {
 			break
 		}
-		if q, ok = skipPlainVarint(rec, q); !ok {
-			break
+		var v int
+		if i < len(rec) && rec[i] == 1 { // keyLength -1: no key (the usual case)
+			i++
+		} else {
+			kl, i2, ok := plainVarint(rec, i)
+			if !ok || kl < -1 || (kl > 0 && kl > len(rec)-i2) {
+				break
+			}
+			i = i2 + max(kl, 0)
 		}
-		kl, q2, ok := plainVarint(rec, q)
-		if !ok || kl < -1 || (kl > 0 && kl > len(rec)-q2) {
-			break
+		if i < len(rec) && rec[i] < 0x80 { // valueLength of one byte
+			v = int(int32(rec[i]>>1) ^ -int32(rec[i]&1))
+			i++
+		} else {
+			vl, i2, ok := plainVarint(rec, i)
+			if !ok {
+				break
+			}
+			v, i = vl, i2
 		}
-		q = q2 + max(kl, 0)
-		vl, q2, ok := plainVarint(rec, q)
-		if !ok || vl < -1 || q2+max(vl, 0) != len(rec) {
-			break
-		}
-		if vl < 0 {
-			if len(null) >= len(dst)-n {
+		if v >= 0 {
+			if i+v != len(rec) || v >= len(dst)-n {
+				break
+			}
+			n += copy(dst[n:], rec[i:])
+		} else {
+			if v < -1 || i != len(rec) || len(null) >= len(dst)-n {
 				break
 			}
 			n += copy(dst[n:], null)
-		} else {
-			if vl >= len(dst)-n {
-				break
-			}
-			n += copy(dst[n:], rec[q2:])
 		}
 		dst[n] = '\n'
 		n++
