@@ -446,3 +446,39 @@ func TestCatLargeViewReadsAhead(t *testing.T) {
 	read = append(read, rest...)
 	require.True(t, bytes.Equal(want, read), "a reader sees what was appended while it read (%d bytes, want %d)", len(read), len(want))
 }
+
+// Seeks in the middle of a sequential read (read ahead and the .log loader
+// running, segments of 2.5 MiB so chunks cross them) serve the bytes at
+// the new position, and sequential reading resumes from there.
+func TestViewReadAheadAcrossSeeks(t *testing.T) {
+	m := newTestMount(t, mountOpts{config: map[string]string{"segment.bytes": "2621440"}})
+	m.sh(t, `mkdir $MNT/big`)
+	p := m.partition(t, "big", 0)
+	want := appendBigBatches(t, p, 90, 1000, 99) // ~9 MB over 4 segments
+	require.Greater(t, len(p.Snapshot().Segments), 3)
+	f, err := os.Open(m.path("big", "0", "records"))
+	require.NoError(t, err)
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	readAt := func(off int64) {
+		t.Helper()
+		n, err := f.ReadAt(buf, off)
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+		}
+		end := min(off+int64(len(buf)), int64(len(want)))
+		require.Equal(t, int(end-off), n, "bytes at %d", off)
+		require.True(t, bytes.Equal(want[off:end], buf[:n]), "bytes at %d", off)
+	}
+	for _, off := range []int64{
+		0, 1 << 20, 2 << 20, 3 << 20, // sequential: read ahead starts
+		0, 1 << 20, 2 << 20, // back to the start
+		6<<20 + 12345, 7<<20 + 12345, 8<<20 + 12345, // forward, unaligned
+		4 << 20, 5 << 20, // back again, then on to the end
+		6 << 20, 7 << 20, 8 << 20, 9 << 20,
+	} {
+		if off < int64(len(want)) {
+			readAt(off)
+		}
+	}
+}
