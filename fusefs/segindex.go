@@ -256,7 +256,7 @@ var (
 )
 
 // Free list capacities. A sequential reader holds at most seven big
-// buffers (its log chunk and loadDepth loaded ahead; aheadDepth chunks
+// buffers (its log chunk and aheadDepth loaded ahead; aheadDepth chunks
 // rendered ahead and the one the kernel is copying) and an index build
 // three while it runs, so two busy readers recycle nearly everything; a
 // seek holds one or two small ones.
@@ -410,34 +410,17 @@ func (c *chunk) load(seg segmentReader, pos, limit int64, size int) {
 
 // logChunk reads the batches of one segment through chunks. With prefetch
 // set, once reads are sequential a goroutine loads (reads and verifies)
-// the chunks after the current one, up to loadDepth of them, while the
-// caller renders: it goes on from one chunk to the next without waiting
-// to be asked (a goroutine started per chunk began 50-240 µs late on
-// these VMs). The batches batch returns alias the current chunk until the
-// next call; free must be called before the segment is released.
+// the chunks after the current one ahead of the caller (workAhead). The
+// batches batch returns alias the current chunk until the next call; free
+// must be called before the segment is released.
 type logChunk struct {
 	prefetch bool
 
-	seg  segmentReader
-	cur  chunk
-	next int // size of the next load
-
-	// mu guards the loader's state: the chunks it loaded (queue[head:]
-	// for count, in file order) and where it loads next.
-	mu      sync.Mutex
-	queue   [loadDepth]chunk
-	head    int
-	count   int
-	loading bool  // the loader runs (loading the chunk at pos)
-	pos     int64 // file position of the next chunk to load; -1: stop
-	limit   int64 // committed bytes of the segment when the loader started
-	waiting bool  // batch waits on loaded for the chunk loading
-	loaded  chan struct{}
-	wg      sync.WaitGroup
+	seg   segmentReader
+	cur   chunk
+	next  int // size of the next load
+	ahead workAhead[chunk]
 }
-
-// loadDepth is how many chunks a sequential reader loads ahead.
-const loadDepth = 2
 
 // batch returns the verified batch at file position pos of seg, whose
 // bytes below limit are committed. Anything that does not check out (a
@@ -450,7 +433,7 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 	}
 	if !r.cur.holds(pos) {
 		sequential := r.cur.ok > 0 && pos == r.cur.start+int64(r.cur.ok)
-		if a, ok := r.takeAhead(pos); ok {
+		if a, ok := r.ahead.take(pos, func(c *chunk) bool { return c.holds(pos) }, releaseChunk); ok {
 			r.cur.release()
 			r.cur = a
 		}
@@ -467,7 +450,7 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 			}
 		}
 		if end := r.cur.start + int64(r.cur.ok); r.prefetch && r.next >= chunkMax && end < limit {
-			r.startAhead(end, limit)
+			r.startAhead(seg, end, limit, r.next)
 		}
 	}
 	i := int(pos - r.cur.start)
@@ -479,102 +462,25 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 	return b, nil
 }
 
-// startAhead makes sure the loader runs, from end on (where the current
-// chunk ends) if it has nothing loaded.
-func (r *logChunk) startAhead(end, limit int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.limit = max(r.limit, limit)
-	if r.loading || r.count == loadDepth {
-		return
-	}
-	if r.count == 0 {
-		r.pos = end
-	}
-	if r.loaded == nil {
-		r.loaded = make(chan struct{}, 1)
-	}
-	r.loading = true
-	seg, size := r.seg, r.next
-	r.wg.Go(func() { r.loadAhead(seg, size) })
-}
-
-// loadAhead loads chunks of size bytes at r.pos while there is room for
-// them, the segment has more and the reader did not move elsewhere.
-func (r *logChunk) loadAhead(seg segmentReader, size int) {
-	r.mu.Lock()
-	for r.pos >= 0 && r.pos < r.limit && r.count < loadDepth {
-		pos, limit := r.pos, r.limit
-		r.mu.Unlock()
+// startAhead loads chunks of size bytes of seg from end on in the
+// background, up to limit (a chunk without a verified batch, which the
+// caller settles, ends it too).
+func (r *logChunk) startAhead(seg segmentReader, end, limit int64, size int) {
+	r.ahead.start(end, func(pos int64) (chunk, int64, bool) {
 		var c chunk
 		c.load(seg, pos, limit, size)
-		r.mu.Lock()
-		if r.pos != pos {
-			c.release() // the reader moved elsewhere meanwhile
-			break
-		}
-		r.queue[(r.head+r.count)%loadDepth] = c
-		r.count++
-		if r.waiting {
-			r.waiting = false
-			r.loaded <- struct{}{}
-		}
-		if c.ok == 0 {
-			break // nothing verified here: the reader settles it
-		}
-		r.pos = pos + int64(c.ok)
-	}
-	r.loading = false
-	if r.waiting {
-		// The reader waits for a chunk this goroutine no longer loads.
-		r.waiting = false
-		r.loaded <- struct{}{}
-	}
-	r.mu.Unlock()
+		next := pos + int64(c.ok)
+		return c, next, c.ok > 0 && next < limit
+	}, releaseChunk)
 }
 
-// takeAhead returns the chunk loaded ahead that holds pos, waiting for it
-// if it is the one loading. Chunks before pos are dropped; if none holds
-// it, the loader stops after its chunk.
-func (r *logChunk) takeAhead(pos int64) (chunk, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for {
-		if r.count == 0 {
-			if !r.loading || r.pos != pos || r.waiting {
-				r.pos = -1
-				return chunk{}, false
-			}
-			r.waiting = true
-			r.mu.Unlock()
-			<-r.loaded
-			r.mu.Lock()
-			continue
-		}
-		c := r.queue[r.head]
-		r.queue[r.head] = chunk{}
-		r.head = (r.head + 1) % loadDepth
-		r.count--
-		if c.holds(pos) {
-			return c, true
-		}
-		c.release()
-	}
-}
+func releaseChunk(c chunk) { c.release() }
 
 // free stops the loader, gives the buffers back and forgets the segment.
 func (r *logChunk) free() {
-	r.mu.Lock()
-	r.pos = -1
-	r.mu.Unlock()
-	r.wg.Wait()
-	for r.count > 0 {
-		r.queue[r.head].release()
-		r.head = (r.head + 1) % loadDepth
-		r.count--
-	}
+	r.ahead.stop(releaseChunk)
 	r.cur.release()
-	r.seg, r.next, r.limit = nil, 0, 0
+	r.seg, r.next = nil, 0
 }
 
 // abortedSet is the union of the aborted transactions of a partition's

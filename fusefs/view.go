@@ -179,30 +179,19 @@ type viewHandle struct {
 	mu  sync.Mutex
 	cur cursor
 
+	ahead workAhead[readAhead] // chunks rendered ahead of a sequential reader
+
 	// amu guards the fields below.
-	amu       sync.Mutex
-	ahead     [aheadDepth]readAhead // rendered chunks not yet taken, from head on, in view order
-	head      int
-	count     int
-	rendering bool           // the read-ahead goroutine runs (rendering the chunk at next)
-	wg        sync.WaitGroup // the read-ahead goroutine
-	next      int64          // view position of the next chunk to render ahead
-	size      int            // bytes per chunk ahead
-	waiting   bool           // a Read waits on ready for the chunk rendering
-	ready     chan struct{}  // the chunk a Read waits for is rendered (cap 1)
-	end       int64          // view position where the last read ended
-	done      bool           // released: start no more read ahead
-	read      int64          // bytes served
+	amu  sync.Mutex
+	end  int64 // view position where the last read ended
+	read int64 // bytes served
 }
 
-// readAhead is a chunk of a view rendered by the read-ahead goroutine
-// while the kernel copies an earlier one to the reader (the two cores work
-// in parallel). The goroutine renders chunk after chunk as long as fewer
-// than aheadDepth wait, so it never waits for a READ to ask for the next
-// one: on these VMs a goroutine started (or woken) per chunk began
-// 50-240 µs late, a third of a chunk's time. Its buffers come from a free
-// list, so a sequential reader's READs allocate next to nothing: the
-// mount's heap does not fill up with garbage between collections.
+// readAhead is a chunk of a view rendered ahead (workAhead) while the
+// kernel copies an earlier one to the reader (the two cores work in
+// parallel). Its buffer comes from a free list, so a sequential reader's
+// READs allocate next to nothing: the mount's heap does not fill up with
+// garbage between collections.
 type readAhead struct {
 	off int64
 	buf []byte
@@ -210,12 +199,9 @@ type readAhead struct {
 	err error
 }
 
-// aheadDepth is how many chunks a handle renders ahead of the READs.
-const aheadDepth = 2
-
 // readAheadMax bounds a read-ahead chunk (MaxWrite caps READs at 1 MiB
-// anyway); a handle holds at most aheadDepth of them and the one being
-// sent.
+// anyway); a handle holds at most aheadDepth of them (rendered or
+// rendering) and the one being sent.
 const readAheadMax = 1 << 20
 
 // viewBlksize is the st_blksize of a view: cat, cp and other tools read in
@@ -261,102 +247,31 @@ func (r destResult) Slices() ([][]byte, fuse.Status) { return [][]byte{r}, fuse.
 func (r destResult) Done() {}
 
 // takeAhead returns the chunk rendered ahead at off, waiting for it if it
-// is the one rendering; ok is false if there is none. Chunks at other
-// positions (the reader seeked) are dropped, and read ahead stops until
-// Read starts it again.
-func (h *viewHandle) takeAhead(off int64) (a readAhead, ok bool) {
-	h.amu.Lock()
-	defer h.amu.Unlock()
-	for {
-		if h.count == 0 {
-			if !h.rendering || h.next != off || h.waiting {
-				h.next = -1 // a seek: the goroutine stops after its chunk
-				return readAhead{}, false
-			}
-			h.waiting = true
-			h.amu.Unlock()
-			<-h.ready
-			h.amu.Lock()
-			continue
-		}
-		a, h.ahead[h.head] = h.ahead[h.head], readAhead{}
-		h.head = (h.head + 1) % aheadDepth
-		h.count--
-		if a.off == off {
-			return a, true
-		}
-		putBuf(a.buf)
-	}
+// is the one rendering; ok is false if there is none (a seek: read ahead
+// stops until Read starts it again).
+func (h *viewHandle) takeAhead(off int64) (readAhead, bool) {
+	return h.ahead.take(off, func(a *readAhead) bool { return a.off == off }, dropAhead)
 }
+
+func dropAhead(a readAhead) { putBuf(a.buf) }
 
 // startAhead makes sure chunks of n bytes are rendered in the background
-// from end on (where the READ just served ended).
+// from end on (where the READ just served ended): while there is room for
+// them, the view has more and nobody seeks or releases the handle.
 func (h *viewHandle) startAhead(st *viewState, end int64, n int) {
-	h.amu.Lock()
-	defer h.amu.Unlock()
-	if h.done || h.rendering || h.count == aheadDepth {
-		return
-	}
-	if h.count == 0 {
-		h.next = end
-	}
-	if h.ready == nil {
-		h.ready = make(chan struct{}, 1)
-	}
-	h.size = n
-	h.rendering = true
-	h.wg.Go(func() { h.renderAhead(st) })
-}
-
-// renderAhead renders chunks at h.next while there is room for them, the
-// view has more and nobody seeked or released the handle.
-func (h *viewHandle) renderAhead(st *viewState) {
-	h.amu.Lock()
-	for !h.done && h.next >= 0 {
-		off, size := h.next, h.size
-		h.amu.Unlock()
-		a := readAhead{off: off, buf: getBuf(size)}
+	h.ahead.start(end, func(off int64) (readAhead, int64, bool) {
+		a := readAhead{off: off, buf: getBuf(n)}
 		h.mu.Lock()
 		a.n, a.err = st.read(context.Background(), &h.cur, a.buf, off)
 		h.mu.Unlock()
-		h.amu.Lock()
-		if h.next != off || h.done {
-			putBuf(a.buf) // a seek or a release meanwhile
-			break
-		}
-		h.ahead[(h.head+h.count)%aheadDepth] = a
-		h.count++
-		h.next = off + int64(a.n)
-		if h.waiting {
-			h.waiting = false
-			h.ready <- struct{}{}
-		}
-		if a.err != nil || a.n < size || h.count == aheadDepth || h.next >= st.size() {
-			break
-		}
-	}
-	h.rendering = false
-	if h.waiting {
-		// A Read waits for a chunk this goroutine no longer renders.
-		h.waiting = false
-		h.ready <- struct{}{}
-	}
-	h.amu.Unlock()
+		next := off + int64(a.n)
+		return a, next, a.err == nil && a.n == n && next < st.size()
+	}, dropAhead)
 }
 
 // stop ends read ahead for good (at Release) and lets go of the buffers.
 func (h *viewHandle) stop() {
-	h.amu.Lock()
-	h.done = true
-	h.next = -1
-	for h.count > 0 {
-		putBuf(h.ahead[h.head].buf)
-		h.ahead[h.head] = readAhead{}
-		h.head = (h.head + 1) % aheadDepth
-		h.count--
-	}
-	h.amu.Unlock()
-	h.wg.Wait() // the goroutine adds nothing once done is set
+	h.ahead.close(dropAhead)
 	h.mu.Lock()
 	h.cur.rd.free()
 	h.mu.Unlock()
