@@ -40,6 +40,14 @@ func (t *Topic) Partitions() []*Partition {
 	return slices.Clone(t.mu.parts)
 }
 
+// NumPartitions returns how many partitions the topic has (len of
+// Partitions, without the copy).
+func (t *Topic) NumPartitions() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.mu.parts)
+}
+
 // Partition returns partition id or an error wrapping ErrUnknownPartition.
 func (t *Topic) Partition(id int) (*Partition, error) {
 	t.mu.RLock()

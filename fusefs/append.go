@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -683,8 +684,15 @@ func (h *appendHandle) resolve() (int, error) {
 		h.fixedBatch()
 		return 0, nil
 	}
+	n := h.topic.NumPartitions()
+	if n == 0 {
+		return 0, engine.ErrUnknownPartition
+	}
+	if len(h.parts) >= n && !slices.Contains(h.parts[:n], nil) {
+		return n, nil // every partition resolved: no copy of the list per WRITE
+	}
 	ps := h.topic.Partitions()
-	n := len(ps)
+	n = len(ps)
 	if n == 0 {
 		return 0, engine.ErrUnknownPartition
 	}
@@ -1025,7 +1033,7 @@ func (h *appendHandle) appendAll() error {
 	first := h.reapAll()
 	n := 0
 	if h.fixed < 0 && h.topic != nil {
-		n = len(h.topic.Partitions())
+		n = h.topic.NumPartitions()
 	}
 	job := h.newJob()
 	for id, pb := range h.parts {

@@ -48,7 +48,7 @@ func (c *configNode) content() ([]byte, *engine.Topic, error) {
 		return nil, nil, err
 	}
 	cfg := t.Config()
-	cfg.NumPartitions = int64(len(t.Partitions()))
+	cfg.NumPartitions = int64(t.NumPartitions())
 	return []byte(cfg.String()), t, nil
 }
 
@@ -142,7 +142,7 @@ func (c *configNode) Write(ctx context.Context, f fs.FileHandle, data []byte, of
 // accepted line applied, and records them. Nothing is recorded on error.
 func (h *configHandle) accept(lines [][]byte) error {
 	cur := h.topic.Config()
-	cur.NumPartitions = int64(len(h.topic.Partitions()))
+	cur.NumPartitions = int64(h.topic.NumPartitions())
 	partitions := cur.NumPartitions
 	next, err := cur.Apply(h.kv)
 	if err != nil {
@@ -199,7 +199,7 @@ func (h *configHandle) apply() error {
 	if v, ok := kv["num.partitions"]; ok {
 		n, _ := strconv.Atoi(strings.TrimSpace(v))
 		delete(kv, "num.partitions")
-		if n > len(h.topic.Partitions()) {
+		if n > h.topic.NumPartitions() {
 			if err := h.topic.AddPartitions(n); err != nil {
 				return err
 			}

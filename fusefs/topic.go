@@ -100,7 +100,7 @@ func (t *topicNode) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 	if !ok {
 		return nil, syscall.EINVAL
 	}
-	n := len(topic.Partitions())
+	n := topic.NumPartitions()
 	switch {
 	case id < n:
 		return nil, syscall.EEXIST
