@@ -70,10 +70,10 @@ type LogDirOptions struct {
 	Defaults  Config                       // zero value = DefaultConfig()
 	Overrides map[string]map[string]string // [topics.NAME] tables from mount.toml
 	ReadOnly  bool                         // take no lock, write nothing, recover in memory
-	// InlineWrites is PartitionOptions.InlineWrites for every partition.
-	InlineWrites bool
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// OverlapWrites is PartitionOptions.OverlapWrites for every partition.
+	OverlapWrites bool
+	Logger        *slog.Logger
+	Now           func() time.Time
 	// CheckpointInterval is how often a read-write LogDir writes the three
 	// checkpoint files in the background, as Kafka does every
 	// log.flush.offset.checkpoint.interval.ms, so that recovery after a
@@ -99,7 +99,7 @@ type LogDir struct {
 	defaults Config
 	over     map[string]map[string]string
 	readOnly bool
-	inline   bool // PartitionOptions.InlineWrites
+	overlap  bool // PartitionOptions.OverlapWrites
 	log      *slog.Logger
 	now      func() time.Time
 	unlock   io.Closer // nil when read-only
@@ -140,7 +140,7 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		defaults: opts.Defaults,
 		over:     make(map[string]map[string]string, len(opts.Overrides)),
 		readOnly: opts.ReadOnly,
-		inline:   opts.InlineWrites,
+		overlap:  opts.OverlapWrites,
 		log:      opts.Logger,
 		now:      opts.Now,
 	}
@@ -326,7 +326,7 @@ func (d *LogDir) load() error {
 				FirstDirty:     offsetOr(cleaner, tp),
 				CleanShutdown:  clean,
 				ReadOnly:       d.readOnly,
-				InlineWrites:   d.inline,
+				OverlapWrites:  d.overlap,
 				Logger:         d.log,
 				Now:            d.now,
 			})
@@ -626,7 +626,7 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 			LogStartOffset: 0,
 			FirstDirty:     -1,
 			CleanShutdown:  true, // nothing to recover in a new directory
-			InlineWrites:   d.inline,
+			OverlapWrites:  d.overlap,
 			Logger:         d.log,
 			Now:            d.now,
 		})

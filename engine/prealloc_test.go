@@ -37,9 +37,9 @@ func TestPreallocatedActiveSegment(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 64 << 20
 	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
-	// Inline writes: the reservations follow the 1 MiB runs, not when the
-	// write goroutine was idle.
-	p := openTest(t, vfs.OS, dir, cfg, func(o *PartitionOptions) { o.Now, o.InlineWrites = clock.Now, true })
+	// No write goroutine (the default): the reservations follow the 1 MiB
+	// runs, not when the write goroutine was idle.
+	p := openTest(t, vfs.OS, dir, cfg, func(o *PartitionOptions) { o.Now = clock.Now })
 	value := bytes.Repeat([]byte("v"), 1024)
 	recs := make([]record.Record, 2000)
 	for i := range recs {
@@ -91,7 +91,7 @@ func TestPreallocationStopsAtSegmentBytes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "t-0")
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 3 << 19
-	p := openTest(t, vfs.OS, dir, cfg, func(o *PartitionOptions) { o.InlineWrites = true })
+	p := openTest(t, vfs.OS, dir, cfg)
 	defer p.Close()
 	recs := make([]record.Record, 1000)
 	for i := range recs {

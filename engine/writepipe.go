@@ -47,7 +47,7 @@ type writeJob struct {
 // only after every job of it succeeded (writeRunLocked waits). The fields
 // are the writer mutex's.
 type runWriter struct {
-	off     bool // InlineWrites, or GOMAXPROCS < 2 (nothing would overlap): write in place
+	off     bool // no OverlapWrites, or GOMAXPROCS < 2 (nothing would overlap): write in place
 	jobs    chan writeJob
 	results chan error
 	busy    bool  // a job was sent whose result was not received yet
@@ -102,10 +102,10 @@ func (w *runWriter) stop() {
 	}
 }
 
-// newRunWriter is a writer that overlaps only where another P can run it
-// and the caller did not ask for inline writes.
-func newRunWriter(inline bool) runWriter {
-	return runWriter{off: inline || runtime.GOMAXPROCS(0) < 2}
+// newRunWriter is a writer that overlaps only where the caller asked for
+// it and another P can run it.
+func newRunWriter(overlap bool) runWriter {
+	return runWriter{off: !overlap || runtime.GOMAXPROCS(0) < 2}
 }
 
 // maybeSubmitLocked hands the run's bytes not yet submitted to the write

@@ -68,7 +68,7 @@ func TestAppendLargeGroupPipelined(t *testing.T) {
 				fs, dir = mem, "/d/t-0"
 			}
 			cfg := DefaultConfig()
-			p := openTest(t, fs, dir, cfg, func(o *PartitionOptions) { o.InlineWrites = tc.inline })
+			p := openTest(t, fs, dir, cfg, func(o *PartitionOptions) { o.OverlapWrites = !tc.inline })
 			// One batch, nothing to overlap: written in place.
 			_, _, err := p.Append(kibRecs(200, 1024, 0, 0))
 			require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestAppendPipelinedWriteFails(t *testing.T) {
 			mem := vfs.NewMem()
 			sw := &vfs.Switchable{}
 			cfg := DefaultConfig()
-			p := openTest(t, vfs.NewErrorFS(mem, sw), "/d/t-0", cfg)
+			p := openTest(t, vfs.NewErrorFS(mem, sw), "/d/t-0", cfg, overlapWrites)
 			defer p.Close()
 			_, _, err := p.Append(kibRecs(5, 100, 0, 0))
 			require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestUnsubmitCutsRewoundBytes(t *testing.T) {
 	}
 	mem := vfs.NewMem()
 	cfg := DefaultConfig()
-	p := openTest(t, mem, "/d/t-0", cfg)
+	p := openTest(t, mem, "/d/t-0", cfg, overlapWrites)
 	defer p.Close()
 	_, _, err := p.Append(kibRecs(5, 100, 0, 0))
 	require.NoError(t, err)
@@ -199,3 +199,6 @@ func TestUnsubmitCutsRewoundBytes(t *testing.T) {
 	assert.Equal(t, int64(7), last)
 	assert.Equal(t, seq(0, 8), offsetsOf(readAll(t, p)))
 }
+
+// overlapWrites turns the write goroutine on (it is off by default).
+func overlapWrites(o *PartitionOptions) { o.OverlapWrites = true }
