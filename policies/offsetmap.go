@@ -173,13 +173,17 @@ func (m *OffsetMap) ResetFor(keys int64) {
 	m.latest = -1
 }
 
-// The key hash is 128 bits: two 64-bit halves from independent seeded
-// hashes (h1 with seed1, hash2 with seed2). Collisions between distinct keys
-// happen with probability about n²/2¹²⁹ for n keys, as with MD5 (Kafka's
-// choice), at a tenth of the cost; and since the seeds are random per map,
-// keys cannot be crafted to collide, as MD5's can. Put and Get compute the
-// second half only when a tag and the first half match (or to store it).
-func (m *OffsetMap) hash2(key []byte) uint64 { return maphash.Bytes(m.seed2, key) }
+// The key hash is 127 bits: two 64-bit halves from independent seeded
+// hashes (h1 with seed1, hash2 with seed2; hash2's low bit is always set, so
+// 0 means "not computed yet"). Collisions between distinct keys happen with
+// probability about n²/2¹²⁸ for n keys, as with MD5 (Kafka's choice), at a
+// tenth of the cost; and since the seeds are random per map, keys cannot be
+// crafted to collide, as MD5's can. Put and Get compute the second half only
+// when a tag and the first half match (or to store it). Not inlined, so that
+// lazyHash2 is.
+//
+//go:noinline
+func (m *OffsetMap) hash2(key []byte) uint64 { return maphash.Bytes(m.seed2, key) | 1 }
 
 // home returns the first slot to probe for h1 and its tag: the high bits
 // of h1 × len(slots) pick the slot, h1's low bits the tag.
@@ -192,8 +196,7 @@ func (m *OffsetMap) home(h1 uint64) (uint64, uint8) {
 // nothing, when key is new and the map is Full.
 func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	h1 := maphash.Bytes(m.seed1, key)
-	var h2 uint64
-	have2 := false
+	var h2 uint64 // 0 until computed
 	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
 	tags := m.tags[:n]
@@ -203,26 +206,17 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 			if m.n >= m.max {
 				return false
 			}
-			if !have2 {
-				h2 = m.hash2(key)
-			}
-			m.slots[i] = offsetSlot{h1: h1, h2: h2, offset: offset}
+			m.slots[i] = offsetSlot{h1: h1, h2: m.lazyHash2(key, &h2), offset: offset}
 			tags[i] = tag
 			m.n++
 			m.UpdateLatestOffset(offset)
 			return true
 		}
 		if t == tag {
-			s := &m.slots[i]
-			if s.h1 == h1 {
-				if !have2 {
-					h2, have2 = m.hash2(key), true
-				}
-				if s.h2 == h2 {
-					s.offset = offset
-					m.UpdateLatestOffset(offset)
-					return true
-				}
+			if s := &m.slots[i]; s.h1 == h1 && s.h2 == m.lazyHash2(key, &h2) {
+				s.offset = offset
+				m.UpdateLatestOffset(offset)
+				return true
 			}
 		}
 		if i++; i == n {
@@ -231,11 +225,19 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	}
 }
 
+// lazyHash2 returns hash2(key), computed on the first call of a probe and
+// kept in *h2 for the rest (0 until then, which hash2 never returns).
+func (m *OffsetMap) lazyHash2(key []byte, h2 *uint64) uint64 {
+	if *h2 == 0 {
+		*h2 = m.hash2(key)
+	}
+	return *h2
+}
+
 // Get returns the latest offset recorded for key, or -1 if none.
 func (m *OffsetMap) Get(key []byte) int64 {
 	h1 := maphash.Bytes(m.seed1, key)
-	var h2 uint64
-	have2 := false
+	var h2 uint64 // 0 until computed
 	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
 	tags := m.tags[:n]
@@ -252,14 +254,8 @@ func (m *OffsetMap) Get(key []byte) int64 {
 				match &= empty&-empty - 1 // only matches before the first empty
 			}
 			for ; match != 0; match &= match - 1 {
-				s := &m.slots[i+uint64(bits.TrailingZeros64(match)>>3)]
-				if s.h1 == h1 {
-					if !have2 {
-						h2, have2 = m.hash2(key), true
-					}
-					if s.h2 == h2 {
-						return s.offset
-					}
+				if s := &m.slots[i+uint64(bits.TrailingZeros64(match)>>3)]; s.h1 == h1 && s.h2 == m.lazyHash2(key, &h2) {
+					return s.offset
 				}
 			}
 			if empty != 0 {
@@ -276,14 +272,8 @@ func (m *OffsetMap) Get(key []byte) int64 {
 			return -1
 		}
 		if t == tag {
-			s := &m.slots[i]
-			if s.h1 == h1 {
-				if !have2 {
-					h2, have2 = m.hash2(key), true
-				}
-				if s.h2 == h2 {
-					return s.offset
-				}
+			if s := &m.slots[i]; s.h1 == h1 && s.h2 == m.lazyHash2(key, &h2) {
+				return s.offset
 			}
 		}
 		if i++; i == n {
