@@ -12,7 +12,7 @@
 //	}
 //
 // The log cleaner (compaction) follows Kafka's LogCleaner: it picks the log
-// with the highest dirty ratio, builds an OffsetMap (128-bit key hash → latest
+// with the highest dirty ratio, builds an OffsetMap (127-bit key hash → latest
 // offset) over the dirty range, then rewrites every segment from the log start
 // up to where the map reached, keeping each key's latest record, and swaps the
 // result in through the engine's .cleaned/.swap protocol.

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 )
 
-// OffsetMap maps a 128-bit hash of a record key to the latest offset seen
+// OffsetMap maps a 127-bit hash of a record key to the latest offset seen
 // for that key, in a fixed amount of memory, like Kafka's SkimpyOffsetMap
 // (which uses MD5; see hash2). It is
 // the only structure of the cleaner whose size grows with the number of keys,
