@@ -61,17 +61,30 @@ func (w *workAhead[T]) take(pos int64, at func(*T) bool, drop func(T)) (item T, 
 	}
 }
 
+// idle reports whether start would start the goroutine now (not closed,
+// not running, room in the ring): callers check it before they build the
+// produce closure, which would otherwise be allocated per READ.
+func (w *workAhead[T]) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.idleLocked()
+}
+
+func (w *workAhead[T]) idleLocked() bool {
+	return !w.closed && !w.running && w.count < aheadDepth
+}
+
 // start makes sure the goroutine runs: from pos if nothing waits, else
 // after the last item waiting. Nothing happens after close or while the
 // ring is full.
 func (w *workAhead[T]) start(pos int64, produce produceFunc[T], drop func(T)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.idleLocked() {
+		return
+	}
 	if w.ring == nil {
 		w.ring = make([]T, aheadDepth)
-	}
-	if w.closed || w.running || w.count == len(w.ring) {
-		return
 	}
 	if w.count == 0 {
 		w.next = pos

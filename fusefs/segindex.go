@@ -466,6 +466,9 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 // background, up to limit (a chunk without a verified batch, which the
 // caller settles, ends it too).
 func (r *logChunk) startAhead(seg segmentReader, end, limit int64, size int) {
+	if !r.ahead.idle() {
+		return
+	}
 	r.ahead.start(end, func(pos int64) (chunk, int64, bool) {
 		var c chunk
 		c.load(seg, pos, limit, size)

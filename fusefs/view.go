@@ -259,6 +259,9 @@ func dropAhead(a readAhead) { putBuf(a.buf) }
 // from end on (where the READ just served ended): while there is room for
 // them, the view has more and nobody seeks or releases the handle.
 func (h *viewHandle) startAhead(st *viewState, end int64, n int) {
+	if !h.ahead.idle() {
+		return // rendering ahead already (the usual case)
+	}
 	h.ahead.start(end, func(off int64) (readAhead, int64, bool) {
 		a := readAhead{off: off, buf: getBuf(n)}
 		h.mu.Lock()
