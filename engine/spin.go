@@ -1,9 +1,8 @@
 package engine
 
 import (
+	"syscall"
 	"time"
-
-	"github.com/topicfs/topicfs/internal/spin"
 )
 
 // spinWait bounds how long one stage of a two-goroutine pipeline (the
@@ -39,7 +38,7 @@ func spinPoll[T any](s *spinner, ch chan T) {
 	if s.off || s.misses >= spinMaxMisses && s.waits%spinProbe != 0 {
 		return
 	}
-	if spin.PollFor(ch, spinWait) {
+	if pollFor(ch, spinWait) {
 		s.misses = 0
 	} else {
 		s.misses++
@@ -56,4 +55,17 @@ func spinReceive[T any](s *spinner, ch chan T) T {
 	}
 	spinPoll(s, ch)
 	return <-ch
+}
+
+// pollFor polls ch, yielding the CPU in between, until it holds a value
+// (true) or d has passed (false). It does not receive.
+func pollFor[T any](ch chan T, d time.Duration) bool {
+	start := time.Now()
+	for len(ch) == 0 {
+		if time.Since(start) >= d {
+			return false
+		}
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	return true
 }

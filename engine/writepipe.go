@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/topicfs/topicfs/engine/vfs"
-	"github.com/topicfs/topicfs/internal/spin"
 )
 
 // minSubmit is the least the appender hands to an idle write goroutine
@@ -63,7 +62,7 @@ func (w *runWriter) start() {
 	w.results = make(chan error, 1)
 	w.wg.Go(func() {
 		for {
-			spin.PollFor(w.jobs, writerPoll)
+			pollFor(w.jobs, writerPoll)
 			j, ok := <-w.jobs
 			if !ok {
 				return
@@ -86,7 +85,7 @@ func (w *runWriter) note(err error) {
 // of the run's jobs so far.
 func (w *runWriter) wait() error {
 	if w.busy { // only when not off: maybeSubmitLocked submits nothing then
-		spin.PollFor(w.results, resultPoll)
+		pollFor(w.results, resultPoll)
 		w.note(<-w.results)
 	}
 	return w.err
