@@ -91,15 +91,23 @@ func TestAppendEncodedConfigChanged(t *testing.T) {
 	}
 }
 
+// twoSmallPartitions opens two partitions with max.message.bytes 4096,
+// closed at the end of the test.
+func twoSmallPartitions(t *testing.T) (p, q *Partition) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MaxMessageBytes = 4096
+	p = openTest(t, vfs.NewMem(), "/d/t-0", cfg)
+	t.Cleanup(func() { p.Close() })
+	q = openTest(t, vfs.NewMem(), "/d/t-1", cfg)
+	t.Cleanup(func() { q.Close() })
+	return p, q
+}
+
 // TestAppendEncodedRejects: a line over max.message.bytes, lines without a
 // final newline, an empty or foreign EncodedLines append nothing.
 func TestAppendEncodedRejects(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.MaxMessageBytes = 4096
-	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg)
-	defer p.Close()
-	q := openTest(t, vfs.NewMem(), "/d/t-1", cfg)
-	defer q.Close()
+	p, q := twoSmallPartitions(t)
 	var e EncodedLines
 	require.ErrorIs(t, p.EncodeLines(&e, testLines(0, 10, 10, 5, 5000), 1024), ErrRecordTooLarge)
 	_, _, err := p.AppendEncoded(&e)
@@ -140,12 +148,7 @@ func TestEncodeLinesConcurrentWithAppends(t *testing.T) {
 // AppendEncoded appends them all in order; the lines may change once
 // EncodeLines returned.
 func TestEncodeLinesAdds(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.MaxMessageBytes = 4096
-	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg)
-	defer p.Close()
-	q := openTest(t, vfs.NewMem(), "/d/t-1", cfg)
-	defer q.Close()
+	p, q := twoSmallPartitions(t)
 	var e EncodedLines
 	first := testLines(0, 3, 10, 0, 0)
 	require.NoError(t, p.EncodeLines(&e, first, 1024))
