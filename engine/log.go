@@ -894,10 +894,9 @@ func (p *Partition) writeRunLocked() error {
 	s := r.seg
 	if err != nil {
 		s.w.ib = r.ib
-		if terr := s.log.Truncate(r.pos0); terr != nil {
+		if terr := s.truncateLogLocked(r.pos0); terr != nil {
 			p.logger.Warn("engine: cannot truncate after a failed write", "segment", s.LogPath(), "err", terr)
 		}
-		s.truncatedLocked(r.pos0)
 		return fmt.Errorf("engine: append to %s: %w", s.LogPath(), err)
 	}
 	var records int64

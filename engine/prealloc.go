@@ -42,10 +42,13 @@ func (p *Partition) reserveLocked(s *Segment, end int64) {
 	s.w.reserved = upto
 }
 
-// truncatedLocked notes that s's .log was truncated to size: the blocks
-// reserved past it are gone. Callers hold mu.
-func (s *Segment) truncatedLocked(size int64) {
+// truncateLogLocked truncates s's .log to size; the blocks reserved past
+// it are gone with the bytes (even when the truncate fails, reserving again
+// is harmless). Every truncation of an appended .log goes through it.
+// Callers hold mu.
+func (s *Segment) truncateLogLocked(size int64) error {
 	s.w.reserved = min(s.w.reserved, size)
+	return s.log.Truncate(size)
 }
 
 // releaseReserved frees the blocks reserved past the end of s's .log (s

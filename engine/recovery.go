@@ -379,10 +379,9 @@ func (p *Partition) recoverLog(cfg *Config) error {
 			p.logger.Warn("engine: truncating invalid data at the end of a segment",
 				"segment", s.LogPath(), "position", res.valid, "size", res.end, "reason", res.cause)
 			if !p.opts.ReadOnly {
-				if err := s.log.Truncate(res.valid); err != nil {
+				if err := s.truncateLogLocked(res.valid); err != nil {
 					return fmt.Errorf("engine: truncate %s: %w", s.LogPath(), err)
 				}
-				s.truncatedLocked(res.valid)
 			}
 			s.size.Store(res.valid)
 			if !active {

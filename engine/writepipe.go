@@ -183,9 +183,8 @@ func (p *Partition) unsubmitLocked(m runMark) {
 		return
 	}
 	_ = p.w.pipe.wait() // a failed job keeps failing the run
-	if err := r.seg.log.Truncate(r.pos0 + int64(keep)); err != nil {
+	if err := r.seg.truncateLogLocked(r.pos0 + int64(keep)); err != nil {
 		p.logger.Warn("engine: cannot truncate a rewound append", "segment", r.seg.LogPath(), "err", err)
 	}
-	r.seg.truncatedLocked(r.pos0 + int64(keep))
 	r.sub = keep
 }
