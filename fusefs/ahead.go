@@ -18,6 +18,7 @@ type workAhead[T any] struct {
 	running bool
 	next    int64 // position of the item the goroutine makes next; -1: stop
 	closed  bool  // close was called: start no more
+	ended   bool  // the last item made said not to go on: resume only afresh (count 0)
 	waiting bool  // take waits on ready for the item being made
 	ready   chan struct{}
 	wg      sync.WaitGroup
@@ -71,11 +72,12 @@ func (w *workAhead[T]) idle() bool {
 }
 
 func (w *workAhead[T]) idleLocked() bool {
-	return !w.closed && !w.running && w.count < aheadDepth
+	return !w.closed && !w.running && w.count < aheadDepth && (w.count == 0 || !w.ended)
 }
 
 // start makes sure the goroutine runs: from pos if nothing waits, else
-// after the last item waiting. Nothing happens after close or while the
+// after the last item waiting (unless that item said not to go on: the
+// caller vouches for pos only). Nothing happens after close or while the
 // ring is full.
 func (w *workAhead[T]) start(pos int64, produce produceFunc[T], drop func(T)) {
 	w.mu.Lock()
@@ -87,7 +89,7 @@ func (w *workAhead[T]) start(pos int64, produce produceFunc[T], drop func(T)) {
 		w.ring = make([]T, aheadDepth)
 	}
 	if w.count == 0 {
-		w.next = pos
+		w.next, w.ended = pos, false
 	}
 	if w.ready == nil {
 		w.ready = make(chan struct{}, 1)
@@ -114,6 +116,7 @@ func (w *workAhead[T]) run(produce produceFunc[T], drop func(T)) {
 		w.next = next
 		w.wake()
 		if !more {
+			w.ended = true
 			break
 		}
 	}
