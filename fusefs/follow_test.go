@@ -205,3 +205,31 @@ func TestTailNReadsFewBytes(t *testing.T) {
 	t.Logf("head -n1 by-offset/75000 read %d bytes of the log", read)
 	assert.Less(t, read, int64(2<<20), "by-offset reads from its segment, not from the start")
 }
+
+// TestStatRemeasuresNothing: a view's size needs every segment's rendered
+// length. Once measured, a segment is not scanned again for a stat, also
+// when the mount keeps fewer segment indexes than the partition has
+// segments (here 2 for ~40) and no handle holds the view's state.
+func TestStatRemeasuresNothing(t *testing.T) {
+	m := newTestMount(t, mountOpts{config: map[string]string{"segment.bytes": "16384"}, indexes: 2})
+	m.sh(t, `mkdir $MNT/s && seq -f '%g-0123456789' 1 40000 > $MNT/s/0/append`)
+	p := m.partition(t, "s", 0)
+	require.Greater(t, len(p.Segments()), 30)
+	want := m.sh(t, `seq -f '%g-0123456789' 1 40000 | wc -c`)
+	wantJSON := m.sh(t, `wc -c < $MNT/s/0/records.jsonl`)
+	for i := range 3 {
+		before := p.Stats().BytesRead
+		assert.Equal(t, want, m.sh(t, `stat -c %s $MNT/s/0/records`))
+		assert.Equal(t, wantJSON, m.sh(t, `stat -c %s $MNT/s/0/records.jsonl`))
+		read := p.Stats().BytesRead - before
+		t.Logf("stat %d read %d bytes of the log", i, read)
+		if i > 0 {
+			assert.Zero(t, read, "a stat scans no segment it has measured")
+		}
+		time.Sleep(1100 * time.Millisecond) // past the attribute timeout
+	}
+	// Seeks rebuild the one index they need: the last lines are right.
+	assert.Equal(t, "39999-0123456789\n40000-0123456789\n", m.sh(t, `tail -n 2 $MNT/s/0/records`))
+	assert.Equal(t, "20001-0123456789\n", m.sh(t, `head -n 1 $MNT/s/0/by-offset/20000`))
+	assert.Equal(t, want, m.sh(t, `cat $MNT/s/0/records | wc -c`))
+}

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
@@ -64,7 +65,7 @@ type fsys struct {
 }
 
 func newFsys(d *engine.LogDir, opts Options) *fsys {
-	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(indexCacheEntries)}
+	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}

@@ -32,6 +32,8 @@ type Options struct {
 	// kernel enforces the modes the tree shows: others may read views,
 	// stats and segments, but only the owner may append or alter config.
 	AllowOther bool
+
+	indexEntries int // segment indexes kept (0: indexCacheEntries); tests lower it
 }
 
 // NewRoot returns the root of the tree over d, for fs.Mount or a test

@@ -44,6 +44,7 @@ type mountOpts struct {
 	scheduler bool                         // report policy state from a policies.Scheduler (not started)
 	readOnly  bool
 	opLatency func(op string, d time.Duration)
+	indexes   int // segment indexes kept (Options.indexEntries)
 }
 
 func requireFUSE(t *testing.T) {
@@ -68,7 +69,7 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 	mnt := t.TempDir()
 	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, Overrides: o.overrides, ReadOnly: o.readOnly})
 	require.NoError(t, err)
-	fopts := Options{ReadOnly: o.readOnly, OpLatency: o.opLatency}
+	fopts := Options{ReadOnly: o.readOnly, OpLatency: o.opLatency, indexEntries: o.indexes}
 	var sched *policies.Scheduler
 	if o.scheduler {
 		sched = policies.NewScheduler(d, policies.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -521,16 +521,43 @@ func (a *abortedSet) aborted(producer, offset int64) bool {
 type logFunc func(seg segmentReader, pos int64, err error)
 
 // indexCache holds the segment indexes of a mount, least recently used
-// first out. Safe for concurrent use.
+// first out, and the measures of more segments than it keeps indexes of.
+// A view's size is the sum of its segments' rendered lengths, so every stat
+// of a view whose state was dropped (no handle open) needs each segment's
+// rendered length; with indexes alone, a partition of more segments than
+// the index LRU holds was scanned end to end again at each such stat. A
+// measure (the indexed file size and rendered length, or the corruption
+// that stopped it) is kept when an index is evicted, in a second LRU of
+// many more entries (a few dozen bytes each): a stat then scans only the
+// segments never measured or grown since, and a seek rebuilds the one
+// index it needs. Safe for concurrent use.
 type indexCache struct {
 	mu    sync.Mutex
 	max   int
 	lru   *list.List // of *segIndex, front = most recent
 	elems map[segKey]*list.Element
+
+	maxMeasures int
+	measures    *list.List // of *segMeasure, front = most recent
+	measured    map[segKey]*list.Element
 }
 
-func newIndexCache(max int) *indexCache {
-	return &indexCache{max: max, lru: list.New(), elems: map[segKey]*list.Element{}}
+// segMeasure is what an evicted segIndex measured.
+type segMeasure struct {
+	key           segKey
+	scanned, rlen int64
+	bad           error
+}
+
+// measureEntries bounds the measures kept: enough for every segment of
+// several 10,000-segment partitions in two formats, at most a few MiB.
+const measureEntries = 1 << 16
+
+func newIndexCache(max, maxMeasures int) *indexCache {
+	return &indexCache{
+		max: max, lru: list.New(), elems: map[segKey]*list.Element{},
+		maxMeasures: maxMeasures, measures: list.New(), measured: map[segKey]*list.Element{},
+	}
 }
 
 // get returns the index for k, creating an empty one.
@@ -546,7 +573,57 @@ func (c *indexCache) get(k segKey) *segIndex {
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()
 		c.lru.Remove(old)
-		delete(c.elems, old.Value.(*segIndex).key)
+		ox := old.Value.(*segIndex)
+		delete(c.elems, ox.key)
+		ox.mu.Lock()
+		m := segMeasure{key: ox.key, scanned: ox.mu.scanned, rlen: ox.mu.rlen, bad: ox.mu.bad}
+		ox.mu.Unlock()
+		c.keepMeasureLocked(m)
 	}
 	return x
+}
+
+// keepMeasureLocked remembers m (a measure of nothing is not kept).
+func (c *indexCache) keepMeasureLocked(m segMeasure) {
+	if m.scanned == 0 && m.bad == nil {
+		return
+	}
+	if e, ok := c.measured[m.key]; ok {
+		*e.Value.(*segMeasure) = m
+		c.measures.MoveToFront(e)
+		return
+	}
+	c.measured[m.key] = c.measures.PushFront(&m)
+	for c.measures.Len() > c.maxMeasures {
+		old := c.measures.Back()
+		c.measures.Remove(old)
+		delete(c.measured, old.Value.(*segMeasure).key)
+	}
+}
+
+// measure returns the indexed file size, rendered length and corruption of
+// k's segment if they are known up to file size limit (a committed size):
+// from its index when cached, else from its measure. ok is false when the
+// segment must be scanned (further) to know them.
+func (c *indexCache) measure(k segKey, limit int64) (scanned, rlen int64, bad error, ok bool) {
+	c.mu.Lock()
+	var m segMeasure
+	if e, hit := c.elems[k]; hit {
+		x := e.Value.(*segIndex)
+		c.mu.Unlock()
+		x.mu.Lock()
+		m = segMeasure{scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad}
+		x.mu.Unlock()
+	} else if e, hit := c.measured[k]; hit {
+		c.measures.MoveToFront(e)
+		m = *e.Value.(*segMeasure)
+		c.mu.Unlock()
+	} else {
+		c.mu.Unlock()
+		return 0, 0, nil, false
+	}
+	if m.scanned != limit && m.bad == nil {
+		return 0, 0, nil, false
+	}
+	return m.scanned, m.rlen, m.bad, true
 }

@@ -101,6 +101,13 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
+		if h.from < 0 {
+			// Shown whole: its measure is enough (no index to build).
+			if scanned, rlen, bad, ok := st.ps.fsys.cache.measure(h.key, size); ok {
+				h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
+				continue
+			}
+		}
 		x := st.ps.fsys.cache.get(h.key)
 		scanned, rlen, bad, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
 		if err != nil {
