@@ -54,6 +54,7 @@ type fsys struct {
 	log     *slog.Logger
 	mounted time.Time
 	cache   *indexCache
+	sizes   *viewSizes   // ViewSizesFile
 	sticky  atomic.Int64 // where the next handle's keyless records start (round robin)
 
 	mu struct {
@@ -65,7 +66,8 @@ type fsys struct {
 }
 
 func newFsys(d *engine.LogDir, opts Options) *fsys {
-	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries)}
+	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries),
+		sizes: newViewSizes(d, opts.ReadOnly)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}

@@ -51,10 +51,25 @@ const attrTimeout = time.Second
 // cap (/proc/sys/fs/fuse/max_pages_limit, 256 pages by default).
 const maxWrite = 1 << 20
 
+// Server is a running mount: go-fuse's server, whose Wait also saves what
+// the mount measured of its views (ViewSizesFile) once serving has ended.
+type Server struct {
+	*fuse.Server
+	f *fsys
+}
+
+// Wait waits for the serve loop to exit (after Unmount, or an unmount from
+// the shell), then saves the views' segment sizes to ViewSizesFile (once;
+// not on a read-only mount). Call it before closing the LogDir.
+func (s *Server) Wait() {
+	s.Server.Wait()
+	s.f.sizes.write(s.f, s.f.cache)
+}
+
 // Mount mounts the tree over d at mountpoint and serves it in the
-// background. The caller unmounts with (*fuse.Server).Unmount and then waits
-// with Wait.
-func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, error) {
+// background. The caller unmounts with Unmount and then waits with Wait
+// before closing d.
+func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 	f := newFsys(d, opts)
 	one := attrTimeout
 	var zero time.Duration
@@ -101,5 +116,5 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*fuse.Server, err
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
 	}
-	return srv, nil
+	return &Server{Server: srv, f: f}, nil
 }

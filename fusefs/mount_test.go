@@ -35,6 +35,9 @@ type testMount struct {
 	d    *engine.LogDir
 	// sched reports policy state (mountOpts.scheduler); tests drive it.
 	sched *policies.Scheduler
+	// unmount unmounts, waits for the server and closes d (newTestMountAt;
+	// idempotent, also run at cleanup).
+	unmount func()
 }
 
 // mountOpts configures newTestMount.
@@ -610,14 +613,19 @@ func newTestMountAt(t *testing.T, data string, readOnly bool) *testMount {
 	mnt := t.TempDir()
 	srv, err := Mount(mnt, d, Options{ReadOnly: readOnly})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-		srv.Wait()
-		d.Close()
-	})
-	return &testMount{mnt: mnt, data: data, d: d}
+	var once sync.Once
+	m := &testMount{mnt: mnt, data: data, d: d}
+	m.unmount = func() {
+		once.Do(func() {
+			if err := srv.Unmount(); err != nil {
+				_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+			}
+			srv.Wait()
+			d.Close()
+		})
+	}
+	t.Cleanup(m.unmount)
+	return m
 }
 
 // assertSameText compares long texts without printing them whole: on a

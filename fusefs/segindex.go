@@ -67,6 +67,7 @@ type segIndex struct {
 		cps     []checkpoint // cps[0] is {0, 0}
 		scanned int64        // file position: every batch below it is indexed
 		rlen    int64        // rendered bytes of the batches below scanned
+		abHash  uint64       // the aborted set over the segment when measuring began
 		// bad is the corruption found at scanned: the index (and every
 		// view) ends there, and reading up to it fails with it (EIO).
 		bad error
@@ -83,6 +84,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 	defer x.mu.Unlock()
 	if x.mu.cps == nil {
 		x.mu.cps = []checkpoint{{0, 0}}
+		x.mu.abHash = ab.hashOver(x.key.seg)
 	}
 	if x.mu.scanned >= limit || x.mu.bad != nil {
 		return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
@@ -547,6 +549,7 @@ type segMeasure struct {
 	key           segKey
 	scanned, rlen int64
 	bad           error
+	abHash        uint64
 }
 
 // measureEntries bounds the measures kept: enough for every segment of
@@ -575,12 +578,45 @@ func (c *indexCache) get(k segKey) *segIndex {
 		c.lru.Remove(old)
 		ox := old.Value.(*segIndex)
 		delete(c.elems, ox.key)
-		ox.mu.Lock()
-		m := segMeasure{key: ox.key, scanned: ox.mu.scanned, rlen: ox.mu.rlen, bad: ox.mu.bad}
-		ox.mu.Unlock()
-		c.keepMeasureLocked(m)
+		c.keepMeasureLocked(ox.measure())
 	}
 	return x
+}
+
+// measure is what x has measured so far.
+func (x *segIndex) measure() segMeasure {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return segMeasure{key: x.key, scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad, abHash: x.mu.abHash}
+}
+
+// remember keeps m as the measure of its segment (one read from
+// ViewSizesFile), unless the segment's index is cached.
+func (c *indexCache) remember(m segMeasure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.elems[m.key]; !ok {
+		c.keepMeasureLocked(m)
+	}
+}
+
+// all returns every measure known: of the cached indexes and the kept
+// measures.
+func (c *indexCache) all() []segMeasure {
+	c.mu.Lock()
+	xs := make([]*segIndex, 0, c.lru.Len())
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		xs = append(xs, e.Value.(*segIndex))
+	}
+	out := make([]segMeasure, 0, len(xs)+c.measures.Len())
+	for e := c.measures.Front(); e != nil; e = e.Next() {
+		out = append(out, *e.Value.(*segMeasure))
+	}
+	c.mu.Unlock()
+	for _, x := range xs {
+		out = append(out, x.measure())
+	}
+	return out
 }
 
 // keepMeasureLocked remembers m (a measure of nothing is not kept).
@@ -609,11 +645,8 @@ func (c *indexCache) measure(k segKey, limit int64) (scanned, rlen int64, bad er
 	c.mu.Lock()
 	var m segMeasure
 	if e, hit := c.elems[k]; hit {
-		x := e.Value.(*segIndex)
 		c.mu.Unlock()
-		x.mu.Lock()
-		m = segMeasure{scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad}
-		x.mu.Unlock()
+		m = e.Value.(*segIndex).measure()
 	} else if e, hit := c.measured[k]; hit {
 		c.measures.MoveToFront(e)
 		m = *e.Value.(*segMeasure)

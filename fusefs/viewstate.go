@@ -107,6 +107,12 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 				h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
 				continue
 			}
+			if rlen, ok := st.ps.fsys.sizes.lookup(st.ps.fsys, h.key.seg, h.key.format, size, st.mu.ab); ok {
+				st.ps.fsys.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen,
+					abHash: st.mu.ab.hashOver(h.key.seg)})
+				h.bad, h.skip, h.limit, h.rlen = nil, 0, size, rlen
+				continue
+			}
 		}
 		x := st.ps.fsys.cache.get(h.key)
 		scanned, rlen, bad, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)

@@ -127,9 +127,13 @@ func TestMountStopAndRemountKeepsRecords(t *testing.T) {
 	assert.Contains(t, m.Stderr(), "topicfs: unmounted "+m.Dir)
 	assert.False(t, isMounted(m.Dir))
 	assert.DirExists(t, filepath.Join(m.Data, "orders-0"), "Kafka layout: <topic>-<partition>")
+	sizes, err := os.ReadFile(filepath.Join(m.Data, "topicfs-view-sizes"))
+	require.NoError(t, err, "the measured view sizes are saved at unmount")
+	assert.Contains(t, string(sizes), `"orders-0/00000000000000000000.log"`)
 
 	m.Remount()
 	assert.Equal(t, "one\ntwo\nthree\n", m.Sh(t, `cat "$MNT/orders/0/records"`))
+	assert.Equal(t, "14\n", m.Sh(t, `stat -c %s "$MNT/orders/0/records"`))
 }
 
 // TestMountCreatesMountpoint: `topicfs mount ./topics` works in a fresh

@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,10 @@ func Allocate(f File, off, n int64) error {
 // ReleaseBeyond frees the disk blocks f holds past size, its current size
 // (blocks that Allocate reserved past the end and no write used), by
 // truncating f to size; it does nothing when f holds no more blocks than
-// size needs, and for files without a descriptor.
+// size needs, and for files without a descriptor. The file's modification
+// time is put back (best effort): no byte changed, and whatever identifies
+// a file's contents by size and mtime (fusefs's saved view sizes, backup
+// tools) must not see a change.
 func ReleaseBeyond(f File, size int64) error {
 	fd, ok := f.(interface{ Fd() uintptr })
 	if !ok {
@@ -45,5 +49,10 @@ func ReleaseBeyond(f File, size int64) error {
 	if st.Blocks*512 <= (size+blk-1)/blk*blk || st.Size != size {
 		return nil
 	}
-	return f.Truncate(size)
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	keep := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(fd.Fd())), keep, 0)
+	return nil
 }

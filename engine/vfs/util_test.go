@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,8 +104,13 @@ func TestReleaseBeyond(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, Allocate(f, 10000, 1<<20))
 	require.GreaterOrEqual(t, blocks(), int64(1<<20), "blocks reserved past the end")
+	written := time.Unix(1_700_000_000, 123456789)
+	require.NoError(t, os.Chtimes(p, written, written))
 	require.NoError(t, ReleaseBeyond(f, 10000))
 	assert.Less(t, blocks(), int64(64<<10), "blocks past the end freed")
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.True(t, fi.ModTime().Equal(written), "mtime kept: %v", fi.ModTime())
 	sz, err := f.Size()
 	require.NoError(t, err)
 	assert.Equal(t, int64(10000), sz, "size unchanged")
