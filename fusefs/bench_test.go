@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/topicfs/topicfs/engine"
@@ -175,4 +176,48 @@ func BenchmarkRenderBatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkMeasureBatch: a segment's first measure (the first stat of a
+// view after mounting) of a batch of 1000 text records, per format.
+func BenchmarkMeasureBatch(b *testing.B) {
+	batch := func(words []string) record.Batch {
+		recs := make([]record.Record, 1000)
+		for i := range recs {
+			var v []byte
+			for j := 0; len(v) < 99; j++ {
+				v = append(v, words[(i*7+j)%len(words)]...)
+				v = append(v, ' ')
+			}
+			recs[i] = record.Record{Offset: int64(i), Timestamp: 1700000000000, Value: v[:99]}
+		}
+		raw, err := record.Encode(nil, record.NewBatchSpec(0), recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch, err := record.Parse(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return batch
+	}
+	text := batch([]string{"alpha", "beta", "gamma", "delta", "x=1", "y:2", "12345", "zeta;"})
+	escapes := batch([]string{"alpha", "beta", "gamma", "delta", "x=1", "y:2", "\"q\"", "tab\there"})
+	for _, f := range []struct {
+		name  string
+		f     viewFormat
+		batch record.Batch
+	}{{"plain", viewFormat{}, text}, {"json", viewFormat{json: true}, text}, {"json-escapes", viewFormat{json: true}, escapes}} {
+		b.Run(f.name, func(b *testing.B) {
+			batch := f.batch
+			raw := batch.Raw
+			var sc renderScratch
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, err := measureBatchRange(&batch, f.f, math.MaxInt64, nil, &sc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -2,6 +2,11 @@ package fusefs
 
 import (
 	"bytes"
+	"fmt"
+	"math"
+	"math/rand"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -238,4 +243,74 @@ func FuzzKeyedLine(f *testing.F) {
 			t.Fatalf("%q (sep %q marker %q) renders as %q", line, sep, marker, out)
 		}
 	})
+}
+
+// TestJSONStringWordAtATime: the 8-bytes-at-a-time scan finds every byte
+// to escape wherever it falls in a word (and in the tail after the last
+// whole word) among ASCII and multi-byte UTF-8, as a byte-by-byte reading
+// of the rules would; jsonStringLen agrees.
+func TestJSONStringWordAtATime(t *testing.T) {
+	reference := func(s []byte) []byte {
+		out := []byte{'"'}
+		for _, c := range s {
+			switch {
+			case c == '"' || c == '\\':
+				out = append(out, '\\', c)
+			case c == '\n':
+				out = append(out, `\n`...)
+			case c == '\r':
+				out = append(out, `\r`...)
+			case c == '\t':
+				out = append(out, `\t`...)
+			case c < 0x20:
+				out = append(out, fmt.Sprintf(`\u%04x`, c)...)
+			default:
+				out = append(out, c)
+			}
+		}
+		return append(out, '"')
+	}
+	fillers := []string{"abcdefghijklmnopqrstuvwxyz0123456789", "é€𝄞ü~\x7f", " =,:;[]{}<>&"}
+	specials := []byte{'"', '\\', '\n', '\r', '\t', 0, 0x01, 0x1f, 0x1b}
+	check := func(s []byte) {
+		t.Helper()
+		got := appendJSONString(nil, s)
+		require.Equal(t, string(reference(s)), string(got), "%q", s)
+		require.Equal(t, len(got), jsonStringLen(s), "%q", s)
+	}
+	for _, fill := range fillers {
+		for n := 0; n <= 25; n++ {
+			base := []byte(strings.Repeat(fill, 4))[:n]
+			check(base)
+			for pos := 0; pos < n; pos++ {
+				for _, c := range specials {
+					s := append([]byte(nil), base...)
+					s[pos] = c
+					check(s)
+					if pos+9 < n {
+						s[pos+9] = '"' // a second one in the next word
+						check(s)
+					}
+				}
+			}
+		}
+	}
+	for _, c := range []byte{0x20, 0x21, '"' - 1, '"' + 1, '\\' - 1, '\\' + 1, 0x7f, 0x80, 0xff} {
+		s := bytes.Repeat([]byte{c}, 17)
+		assert.Equal(t, 17, nextJSONSpecial(s, 0), "byte %#x needs no escape", c)
+	}
+}
+
+func TestDecimalLen(t *testing.T) {
+	xs := []int64{0, 1, -1, 9, 10, -9, -10, 99, 100, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, 1700000000000}
+	for p := int64(1); p <= math.MaxInt64/10; p *= 10 {
+		xs = append(xs, p-1, p, p+1, -p+1, -p, -p-1, 10*p-1)
+	}
+	rng := rand.New(rand.NewSource(5))
+	for range 1000 {
+		xs = append(xs, rng.Int63()>>rng.Intn(63), -rng.Int63()>>rng.Intn(63))
+	}
+	for _, x := range xs {
+		require.Equal(t, len(strconv.FormatInt(x, 10)), decimalLen(x), "%d", x)
+	}
 }

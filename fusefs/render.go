@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"encoding/base64"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -222,19 +224,121 @@ func appendJSONHeaders(dst []byte, hs []record.Header) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// nextJSONSpecial returns the index of the first byte at or after i of s
+// that a JSON string escapes (a control byte < 0x20, '"' or '\\'), or
+// len(s). It tests 8 bytes at a time: jsonSpecial8's lowest set bit is
+// the first such byte of the word.
+func nextJSONSpecial(s []byte, i int) int {
+	for ; len(s)-i >= 8; i += 8 {
+		if m := jsonSpecial8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// jsonSpecial8 flags (high bit of the byte) the bytes of the 8 packed in w
+// that a JSON string escapes, by the word-at-a-time tests "byte less than
+// 0x20" and "byte equal to c" (a zero byte of w xor c). A flag above the
+// lowest one may be spurious (a borrow); the lowest is exact, and no flag
+// means no such byte. Bytes >= 0x80 are never flagged.
+func jsonSpecial8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	ctl := (w - ones*0x20) &^ w
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	return (ctl | (q-ones)&^q | (bs-ones)&^bs) & highs
+}
+
+// jsonStringLen is len(appendJSONString(nil, s)).
+func jsonStringLen(s []byte) int {
+	n := 2 + len(s)
+	for i := nextJSONSpecial(s, 0); i < len(s); i = nextJSONSpecial(s, i+1) {
+		switch s[i] {
+		case '"', '\\', '\n', '\r', '\t':
+			n++
+		default:
+			n += 5 // \u00XX
+		}
+	}
+	return n
+}
+
+// jsonBytesFieldLen is len(appendJSONBytesField(nil, name, v)).
+func jsonBytesFieldLen(name string, v []byte) int {
+	n := len(`,"":`) + len(name)
+	switch {
+	case v == nil:
+		return n + len("null")
+	case utf8.Valid(v):
+		return n + jsonStringLen(v)
+	default:
+		return n + len(`""`) + base64.StdEncoding.EncodedLen(len(v)) + len(`,"`) + len(name) + len(`_encoding":"base64"`)
+	}
+}
+
+// decimalLen is len(strconv.AppendInt(nil, x, 10)).
+func decimalLen(x int64) int {
+	if x < 0 {
+		return 1 + uintLen(uint64(-(x+1))+1) // math.MinInt64 too
+	}
+	return uintLen(uint64(x))
+}
+
+// uintLen is the number of decimal digits of u: log10 estimated from its
+// bit length (1233/4096 ~ log10(2)), corrected by one comparison.
+func uintLen(u uint64) int {
+	t := bits.Len64(u|1) * 1233 >> 12
+	if u < pow10[t] {
+		return max(t, 1)
+	}
+	return t + 1
+}
+
+var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// jsonRecordLen is len(appendJSONRecord(nil, r)) for a record without
+// headers, computed without rendering (one pass over key and value, most
+// of it 8 bytes at a time); ok is false when r has headers.
+func jsonRecordLen(r *record.Record) (int, bool) {
+	if len(r.Headers) > 0 {
+		return 0, false
+	}
+	return len(`{"offset":,"timestamp":,"headers":{}}`+"\n") + decimalLen(r.Offset) + decimalLen(r.Timestamp) +
+		jsonBytesFieldLen("key", r.Key) + jsonBytesFieldLen("value", r.Value), true
+}
+
+// measure is the exact rendered length of r in format f: renderedLen, or
+// jsonRecordLen, or (JSON with headers) a rendering into scratch.
+func (f viewFormat) measure(r *record.Record, scratch *[]byte) int {
+	if n, ok := f.renderedLen(r); ok {
+		return n
+	}
+	if n, ok := jsonRecordLen(r); ok {
+		return n
+	}
+	*scratch = appendJSONRecord((*scratch)[:0], r)
+	return len(*scratch)
+}
+
 // appendJSONString appends s, which must be valid UTF-8, as a JSON string.
 // Only '"', '\\' and control characters are escaped, so the output stays
 // readable (no \u003c for '<' as encoding/json writes).
 func appendJSONString(dst []byte, s []byte) []byte {
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
+	for i := 0; ; i++ {
+		j := nextJSONSpecial(s, i)
+		dst = append(dst, s[i:j]...)
+		if j == len(s) {
+			return append(dst, '"')
 		}
-		dst = append(dst, s[start:i]...)
-		switch c {
+		switch c := s[j]; c {
 		case '"', '\\':
 			dst = append(dst, '\\', c)
 		case '\n':
@@ -246,10 +350,8 @@ func appendJSONString(dst []byte, s []byte) []byte {
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
-		start = i + 1
+		i = j
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // putPlainRaw renders records of a plain format without print.key (value

@@ -197,8 +197,8 @@ type renderScratch struct {
 
 // measureBatchRange returns the rendered length of the shown records of b
 // with offsets below hi (none of a control batch, none of an aborted
-// transaction). Plain formats add up record lengths without rendering; JSON
-// renders each record once into sc.out.
+// transaction). Records are measured without rendering (viewFormat.measure),
+// except JSON records with headers, rendered once into sc.out.
 func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
 	if b.IsControl() {
 		return 0, nil
@@ -223,12 +223,7 @@ func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 		if txn && ab.aborted(b.ProducerID, r.Offset) {
 			continue
 		}
-		if k, ok := f.renderedLen(r); ok {
-			n += int64(k)
-			continue
-		}
-		sc.out = f.appendRecord(sc.out[:0], r)
-		n += int64(len(sc.out))
+		n += int64(f.measure(r, &sc.out))
 	}
 	return n, nil
 }

@@ -221,9 +221,11 @@ func TestRecordBoundAndRenderedLen(t *testing.T) {
 	for range 2000 {
 		recs = append(recs, randomRecord(rng))
 	}
+	var scratch []byte
 	for _, f := range testFormats {
 		for i := range recs {
 			out := f.appendRecord(nil, &recs[i])
+			assert.Equal(t, len(out), f.measure(&recs[i], &scratch), "%+v record %d: measure", f, i)
 			assert.LessOrEqual(t, len(out), f.recordBound(&recs[i]), "%+v record %d", f, i)
 			if n, ok := f.renderedLen(&recs[i]); ok {
 				assert.Equal(t, len(out), n, "%+v record %d", f, i)
@@ -248,10 +250,18 @@ func FuzzRecordBound(f *testing.F) {
 		if twoHeaders {
 			r.Headers = append(r.Headers, r.Headers[0])
 		}
+		noHeaders := r
+		noHeaders.Headers = nil
+		var scratch []byte
 		for _, vf := range testFormats {
 			out := vf.appendRecord(nil, &r)
 			if b := vf.recordBound(&r); len(out) > b {
 				t.Fatalf("%+v: rendered %d bytes, bound %d", vf, len(out), b)
+			}
+			for _, r := range []*record.Record{&r, &noHeaders} {
+				if n, want := vf.measure(r, &scratch), len(vf.appendRecord(nil, r)); n != want {
+					t.Fatalf("%+v: measured %d bytes, rendered %d", vf, n, want)
+				}
 			}
 		}
 	})
