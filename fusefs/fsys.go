@@ -66,11 +66,11 @@ type fsys struct {
 }
 
 func newFsys(d *engine.LogDir, opts Options) *fsys {
-	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries),
-		sizes: newViewSizes(d, opts.ReadOnly)}
+	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	f.sizes = newViewSizes(d, opts.ReadOnly, f.log)
 	f.mu.gens = map[string]uint64{}
 	f.mu.parts = map[partitionLog]*partState{}
 	f.mu.writers = map[string]int{}

@@ -63,7 +63,7 @@ type Server struct {
 // not on a read-only mount). Call it before closing the LogDir.
 func (s *Server) Wait() {
 	s.Server.Wait()
-	s.f.sizes.write(s.f, s.f.cache)
+	s.f.sizes.write(s.f.cache)
 }
 
 // Mount mounts the tree over d at mountpoint and serves it in the

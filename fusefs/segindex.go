@@ -118,6 +118,20 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 	return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
 }
 
+// seed fills a fresh x from the saved index of its segment (ViewSizesFile),
+// if there is one for the segment at size limit: extend then goes on from
+// the segment's end instead of scanning it.
+func (x *segIndex) seed(v *viewSizes, limit int64, ab *abortedSet) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.cps != nil {
+		return
+	}
+	if cps, rlen, ok := v.index(x.key, limit, ab); ok {
+		x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.abHash = cps, limit, rlen, ab.hashOver(x.key.seg)
+	}
+}
+
 // locate returns the last checkpoint at or before rendered position rel.
 // The index must already cover rel.
 func (x *segIndex) locate(rel int64) checkpoint {
@@ -595,23 +609,31 @@ func (c *indexCache) remember(m segMeasure) {
 	}
 }
 
-// all returns every measure known: of the cached indexes and the kept
-// measures.
-func (c *indexCache) all() []segMeasure {
+// eachIndex calls fn with the measure and checkpoints of every cached
+// index (the checkpoints are valid only during the call).
+func (c *indexCache) eachIndex(fn func(m segMeasure, cps []checkpoint)) {
 	c.mu.Lock()
 	xs := make([]*segIndex, 0, c.lru.Len())
 	for e := c.lru.Front(); e != nil; e = e.Next() {
 		xs = append(xs, e.Value.(*segIndex))
 	}
-	out := make([]segMeasure, 0, len(xs)+c.measures.Len())
-	for e := c.measures.Front(); e != nil; e = e.Next() {
-		out = append(out, *e.Value.(*segMeasure))
-	}
 	c.mu.Unlock()
 	for _, x := range xs {
-		out = append(out, x.measure())
+		x.mu.Lock()
+		fn(segMeasure{key: x.key, scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad, abHash: x.mu.abHash}, x.mu.cps)
+		x.mu.Unlock()
 	}
-	return out
+}
+
+// keptMeasures returns the measures kept of evicted indexes.
+func (c *indexCache) keptMeasures() []segMeasure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := make([]segMeasure, 0, c.measures.Len())
+	for e := c.measures.Front(); e != nil; e = e.Next() {
+		ms = append(ms, *e.Value.(*segMeasure))
+	}
+	return ms
 }
 
 // keepMeasureLocked remembers m (a measure of nothing is not kept).

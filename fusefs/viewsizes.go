@@ -1,12 +1,14 @@
 package fusefs
 
 import (
+	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,64 +20,80 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// ViewSizesFile, in the data directory, keeps the rendered length of every
-// segment the mount measured, from one mount to the next: a view's size is
-// the sum of its segments' rendered lengths, so without it the first stat
-// of a view after mounting (ls -l, tail -n, wc -c) renders the whole
-// partition. It is written when the mount ends (Server.Wait) and read
-// lazily by the first view that needs a segment's length. An entry counts
-// only while its segment's .log is the very file measured: same inode,
-// size and modification time, and the same aborted transactions over its
-// offsets; anything else (an append, a compaction, recovery's truncation,
-// a file replaced behind the mount) makes the view measure the segment
-// again. Kafka ignores the file (not a partition directory); deleting it
-// costs one scan.
+// ViewSizesFile, in the data directory, keeps what a mount measured of its
+// views from one mount to the next: for each segment and format, the
+// rendered length and the position index (segIndex checkpoints). A view's
+// size is the sum of its segments' rendered lengths and a seek needs the
+// index of one segment, so without it the first stat of a view after
+// mounting (ls -l, wc -c) renders the whole partition and the first seek
+// into a segment (tail -n, by-offset/N, less +G) renders that segment.
+//
+// It is written when the mount ends (Server.Wait) and read lazily: its
+// table of entries when a view first needs a segment it has not measured,
+// an entry's index only when a seek needs it. An entry counts only while
+// its segment's .log is the very file measured: same inode, size and
+// modification time, and the same aborted transactions over its offsets;
+// anything else (an append, a compaction, recovery's truncation, a file
+// replaced behind the mount) makes the view measure the segment again.
+// Kafka ignores the file (not a partition directory); deleting it costs
+// one rendering of each segment when views next need it.
+//
+// Layout (little-endian): "TFVS", version u32, the index blobs, the table,
+// and a footer: table offset u64, table length u32, entries u32, table
+// CRC-32C u32, "TFVS", version u32. A table entry: path (u16 length +
+// bytes, the .log relative to the data dir), format (u16 + bytes), .log
+// size i64, inode u64, mtime ns i64, aborted-set hash u64, rendered length
+// i64, checkpoints u32 (0: no index saved), blob offset i64, blob length
+// u32, blob CRC-32C u32. A blob holds checkpoints 1.. as uvarint deltas
+// (rendered position, file position) from the one before ({0, 0}).
 const ViewSizesFile = "topicfs-view-sizes"
 
-// viewSizesFile is the JSON form of ViewSizesFile.
-type viewSizesFile struct {
-	Version  int                     `json:"version"`
-	Segments map[string]savedSegment `json:"segments"` // .log path relative to the data dir
-}
+const (
+	viewSizesMagic   = "TFVS"
+	viewSizesVersion = 2
+	viewSizesFooter  = 8 + 4 + 4 + 4 + 4 + 4
+)
 
-// savedSegment identifies one .log file and holds its rendered lengths.
-type savedSegment struct {
-	Size    int64       `json:"size"`
-	Inode   uint64      `json:"inode"`
-	MtimeNs int64       `json:"mtime_ns"`
-	Views   []savedView `json:"views"`
-}
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// savedView is a segment's rendered length in one format.
-type savedView struct {
-	Format   string `json:"format"`
-	Aborted  uint64 `json:"aborted"` // abortedSet.hashOver the segment's offsets when measured
-	Rendered int64  `json:"rendered"`
+// savedEntry is one table entry: a segment's measure in one format.
+type savedEntry struct {
+	id       fileID
+	format   string
+	abHash   uint64
+	rendered int64
+	cps      uint32 // checkpoints in the blob + 1; 0 = no index
+	blobOff  int64
+	blobLen  uint32
+	blobCRC  uint32
 }
 
 // viewSizes is a mount's view of ViewSizesFile.
 type viewSizes struct {
 	dir      string
 	readOnly bool
+	log      *slog.Logger
 
 	load sync.Once
 	save sync.Once
 	mu   struct {
 		sync.Mutex
-		saved map[string]savedSegment // as read at the first lookup
+		saved map[string][]savedEntry // by .log path relative to dir, as read
 	}
 }
 
 // newViewSizes is d's ViewSizesFile; none (never read or written) without
 // a d (tests of handles alone).
-func newViewSizes(d *engine.LogDir, readOnly bool) *viewSizes {
+func newViewSizes(d *engine.LogDir, readOnly bool, log *slog.Logger) *viewSizes {
 	if d == nil {
-		v := &viewSizes{readOnly: true}
+		v := &viewSizes{readOnly: true, log: log}
 		v.load.Do(func() {})
 		return v
 	}
-	return &viewSizes{dir: d.Path(), readOnly: readOnly || d.ReadOnly()}
+	return &viewSizes{dir: d.Path(), readOnly: readOnly || d.ReadOnly(), log: log}
 }
+
+func (v *viewSizes) path() string { return filepath.Join(v.dir, ViewSizesFile) }
 
 // key is the format's identity in ViewSizesFile.
 func (f viewFormat) key() string {
@@ -108,123 +126,358 @@ func (v *viewSizes) rel(seg segmentReader) string {
 	return r
 }
 
-// lookup returns the saved rendered length of seg in format f, if seg's
-// committed size is limit and the saved entry is for this very file.
-func (v *viewSizes) lookup(f *fsys, seg segmentReader, format viewFormat, limit int64, ab *abortedSet) (int64, bool) {
-	v.load.Do(func() { v.read(f) })
+// find returns the saved entry of k's segment if the segment's committed
+// size is limit and the entry is for this very file, format and aborted
+// set.
+func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, bool) {
+	v.load.Do(v.read)
 	v.mu.Lock()
-	s, ok := v.mu.saved[v.rel(seg)]
+	es := v.mu.saved[v.rel(k.seg)]
 	v.mu.Unlock()
-	if !ok || s.Size != limit {
-		return 0, false
+	if len(es) == 0 || es[0].id.size != limit {
+		return savedEntry{}, false
 	}
-	if id, ok := statID(seg.LogPath()); !ok || id != (fileID{s.Size, s.MtimeNs, s.Inode}) {
-		return 0, false
+	if id, ok := statID(k.seg.LogPath()); !ok || id != es[0].id {
+		return savedEntry{}, false
 	}
-	k, h := format.key(), ab.hashOver(seg)
-	for _, sv := range s.Views {
-		if sv.Format == k && sv.Aborted == h {
-			return sv.Rendered, true
+	f, h := k.format.key(), ab.hashOver(k.seg)
+	for _, e := range es {
+		if e.format == f && e.abHash == h {
+			return e, true
 		}
 	}
-	return 0, false
+	return savedEntry{}, false
 }
 
-// read loads ViewSizesFile; a missing file is an empty one, an unreadable
-// one is logged and ignored (the views measure again).
-func (v *viewSizes) read(f *fsys) {
-	path := filepath.Join(v.dir, ViewSizesFile)
-	data, err := os.ReadFile(path)
+// lookup returns the saved rendered length of k's segment (see find).
+func (v *viewSizes) lookup(k segKey, limit int64, ab *abortedSet) (int64, bool) {
+	e, ok := v.find(k, limit, ab)
+	return e.rendered, ok
+}
+
+// index returns the saved position index of k's segment (see find): its
+// checkpoints, from {0, 0}. ok is false when there is none or it cannot
+// be read back intact (then the segment is scanned).
+func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) ([]checkpoint, int64, bool) {
+	e, ok := v.find(k, limit, ab)
+	if !ok || e.cps == 0 {
+		return nil, 0, false
+	}
+	cps, err := v.readIndex(e)
+	if err != nil {
+		v.log.Warn("fusefs: ignoring a saved view index; the segment is scanned", "file", v.path(), "segment", k.seg.LogPath(), "err", err)
+		return nil, 0, false
+	}
+	return cps, e.rendered, true
+}
+
+// readIndex reads and decodes e's blob, checking it.
+func (v *viewSizes) readIndex(e savedEntry) ([]checkpoint, error) {
+	f, err := os.Open(v.path())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	blob := make([]byte, e.blobLen)
+	if _, err := f.ReadAt(blob, e.blobOff); err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(blob, crcTable) != e.blobCRC {
+		return nil, errors.New("index CRC mismatch")
+	}
+	cps := make([]checkpoint, 1, e.cps)
+	for p := 0; p < len(blob); {
+		dr, n := binary.Uvarint(blob[p:])
+		if n <= 0 {
+			return nil, errors.New("bad varint")
+		}
+		p += n
+		df, n := binary.Uvarint(blob[p:])
+		if n <= 0 {
+			return nil, errors.New("bad varint")
+		}
+		p += n
+		last := cps[len(cps)-1]
+		cp := checkpoint{rpos: last.rpos + int64(dr), fpos: last.fpos + int64(df)}
+		if dr == 0 || df == 0 || cp.rpos > e.rendered || cp.fpos >= e.id.size {
+			return nil, fmt.Errorf("checkpoint %d out of order or range", len(cps))
+		}
+		cps = append(cps, cp)
+	}
+	if len(cps) != int(e.cps) {
+		return nil, fmt.Errorf("%d checkpoints, want %d", len(cps), e.cps)
+	}
+	return cps, nil
+}
+
+// read loads ViewSizesFile's table; a missing file is an empty one, an
+// unreadable one is logged and ignored (the views measure again).
+func (v *viewSizes) read() {
+	saved, err := readViewSizes(v.path())
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	var file viewSizesFile
-	if err == nil {
-		if err = json.Unmarshal(data, &file); err == nil && file.Version != 1 {
-			err = fmt.Errorf("version %d, want 1", file.Version)
-		}
-	}
 	if err != nil {
-		f.log.Warn("fusefs: ignoring the saved view sizes; views measure their segments again", "file", path, "err", err)
+		v.log.Warn("fusefs: ignoring the saved view sizes; views measure their segments again", "file", v.path(), "err", err)
 		return
 	}
 	v.mu.Lock()
-	v.mu.saved = file.Segments
+	v.mu.saved = saved
 	v.mu.Unlock()
 }
 
-// write saves the measures of c (the mount's segment indexes and evicted
-// measures) and the saved entries still valid, once, unless read-only.
-func (v *viewSizes) write(f *fsys, c *indexCache) {
+func readViewSizes(path string) (map[string][]savedEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() < 8+viewSizesFooter {
+		return nil, fmt.Errorf("%d bytes: too short", st.Size())
+	}
+	var foot [viewSizesFooter]byte
+	if _, err := f.ReadAt(foot[:], st.Size()-viewSizesFooter); err != nil {
+		return nil, err
+	}
+	if string(foot[20:24]) != viewSizesMagic || binary.LittleEndian.Uint32(foot[24:]) != viewSizesVersion {
+		return nil, fmt.Errorf("not a version %d view sizes file", viewSizesVersion)
+	}
+	tocOff, tocLen := int64(binary.LittleEndian.Uint64(foot[0:])), int64(binary.LittleEndian.Uint32(foot[8:]))
+	count, tocCRC := binary.LittleEndian.Uint32(foot[12:]), binary.LittleEndian.Uint32(foot[16:])
+	if tocOff < 8 || tocOff+tocLen != st.Size()-viewSizesFooter {
+		return nil, errors.New("bad table position")
+	}
+	toc := make([]byte, tocLen)
+	if _, err := f.ReadAt(toc, tocOff); err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(toc, crcTable) != tocCRC {
+		return nil, errors.New("table CRC mismatch")
+	}
+	d := tocDecoder{b: toc}
+	saved := map[string][]savedEntry{}
+	for range count {
+		path := d.str()
+		e := savedEntry{format: d.str()}
+		e.id.size, e.id.inode, e.id.mtimeNs = int64(d.u64()), d.u64(), int64(d.u64())
+		e.abHash, e.rendered = d.u64(), int64(d.u64())
+		e.cps, e.blobOff, e.blobLen, e.blobCRC = d.u32(), int64(d.u64()), d.u32(), d.u32()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if e.blobOff < 8 || e.blobOff+int64(e.blobLen) > tocOff {
+			return nil, fmt.Errorf("entry %s: blob outside the file", path)
+		}
+		saved[path] = append(saved[path], e)
+	}
+	if len(d.b) != 0 {
+		return nil, errors.New("bytes after the table")
+	}
+	return saved, nil
+}
+
+// tocDecoder reads table fields, remembering the first shortfall.
+type tocDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *tocDecoder) take(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.err = errors.New("truncated table")
+		return make([]byte, n)
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+func (d *tocDecoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
+func (d *tocDecoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
+func (d *tocDecoder) str() string {
+	return string(d.take(int(binary.LittleEndian.Uint16(d.take(2)))))
+}
+
+// write saves what c knows (the cached segment indexes, with their
+// checkpoints, and the kept measures) and the saved entries still valid,
+// once, unless read-only. Indexes are written one at a time, straight to
+// the file: memory does not grow with the number of segments saved.
+func (v *viewSizes) write(c *indexCache) {
 	if v.readOnly {
 		return
 	}
 	v.save.Do(func() {
 		start := time.Now()
-		v.load.Do(func() { v.read(f) })
-		out := map[string]savedSegment{}
-		ids := map[string]fileID{}
-		for _, m := range c.all() {
-			rel := v.rel(m.key.seg)
-			if rel == "" || m.bad != nil || m.scanned == 0 {
-				continue
-			}
-			id, ok := ids[rel]
-			if !ok {
-				if id, ok = statID(m.key.seg.LogPath()); !ok {
-					continue
-				}
-				ids[rel] = id
-			}
-			if id.size != m.scanned {
-				continue // measured short of its end
-			}
-			s := out[rel]
-			s.Size, s.MtimeNs, s.Inode = id.size, id.mtimeNs, id.inode
-			s.Views = addView(s.Views, savedView{Format: m.key.format.key(), Aborted: m.abHash, Rendered: m.rlen})
-			out[rel] = s
-		}
-		v.mu.Lock()
-		saved := v.mu.saved
-		v.mu.Unlock()
-		for rel, s := range saved {
-			id, ok := statID(filepath.Join(v.dir, rel))
-			if !ok || id != (fileID{s.Size, s.MtimeNs, s.Inode}) {
-				continue // gone or changed
-			}
-			cur, ok := out[rel]
-			if !ok {
-				out[rel] = s
-				continue
-			}
-			for _, sv := range s.Views {
-				cur.Views = addView(cur.Views, sv)
-			}
-			out[rel] = cur
-		}
-		if len(out) == 0 && len(saved) == 0 {
-			return
-		}
-		data, err := json.Marshal(viewSizesFile{Version: 1, Segments: out})
-		if err == nil {
-			err = vfs.WriteFileAtomic(vfs.OS, filepath.Join(v.dir, ViewSizesFile), append(data, '\n'), 0o644)
-		}
+		v.load.Do(v.read)
+		n, err := v.writeFile(c)
 		if err != nil {
-			f.log.Warn("fusefs: could not save view sizes; the next mount measures segments again", "err", err)
+			v.log.Warn("fusefs: could not save view sizes; the next mount measures segments again", "file", v.path(), "err", err)
 			return
 		}
-		f.log.Info("fusefs: saved view sizes", "segments", len(out), "took", time.Since(start).Round(time.Millisecond))
+		if n > 0 {
+			v.log.Info("fusefs: saved view sizes", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+		}
 	})
 }
 
-// addView adds sv unless views has its format and aborted set already.
-func addView(views []savedView, sv savedView) []savedView {
-	for _, x := range views {
-		if x.Format == sv.Format && x.Aborted == sv.Aborted {
-			return views
+// viewSizesWriter streams a new ViewSizesFile: blobs as they come, then
+// the table and the footer.
+type viewSizesWriter struct {
+	w     *bufio.Writer
+	off   int64
+	toc   []byte
+	count uint32
+	seen  map[string]bool // path + "\x00" + format + hash: one entry each
+	buf   []byte
+}
+
+func (w *viewSizesWriter) write(p []byte) {
+	n, _ := w.w.Write(p) // the error is bufio's, reported by Flush
+	w.off += int64(n)
+}
+
+// add writes an entry and its blob (nil: no index).
+func (w *viewSizesWriter) add(path string, e savedEntry, blob []byte) {
+	key := fmt.Sprintf("%s\x00%s\x00%x", path, e.format, e.abHash)
+	if w.seen[key] {
+		return
+	}
+	w.seen[key] = true
+	e.blobOff, e.blobLen, e.blobCRC = w.off, uint32(len(blob)), crc32.Checksum(blob, crcTable)
+	w.write(blob)
+	t := w.toc
+	t = binary.LittleEndian.AppendUint16(t, uint16(len(path)))
+	t = append(t, path...)
+	t = binary.LittleEndian.AppendUint16(t, uint16(len(e.format)))
+	t = append(t, e.format...)
+	for _, x := range []uint64{uint64(e.id.size), e.id.inode, uint64(e.id.mtimeNs), e.abHash, uint64(e.rendered)} {
+		t = binary.LittleEndian.AppendUint64(t, x)
+	}
+	t = binary.LittleEndian.AppendUint32(t, e.cps)
+	t = binary.LittleEndian.AppendUint64(t, uint64(e.blobOff))
+	t = binary.LittleEndian.AppendUint32(t, e.blobLen)
+	t = binary.LittleEndian.AppendUint32(t, e.blobCRC)
+	w.toc = t
+	w.count++
+}
+
+// encodeIndex encodes cps[1:] as a blob into buf.
+func encodeIndex(buf []byte, cps []checkpoint) []byte {
+	buf = buf[:0]
+	for i := 1; i < len(cps); i++ {
+		buf = binary.AppendUvarint(buf, uint64(cps[i].rpos-cps[i-1].rpos))
+		buf = binary.AppendUvarint(buf, uint64(cps[i].fpos-cps[i-1].fpos))
+	}
+	return buf
+}
+
+func (v *viewSizes) writeFile(c *indexCache) (int, error) {
+	tmp := v.path() + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	w := &viewSizesWriter{w: bufio.NewWriterSize(f, 256<<10), seen: map[string]bool{}}
+	w.write([]byte(viewSizesMagic))
+	w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
+	ids := map[string]fileID{}
+	idOf := func(rel, path string) (fileID, bool) {
+		id, ok := ids[rel]
+		if !ok {
+			if id, ok = statID(path); !ok {
+				return id, false
+			}
+			ids[rel] = id
+		}
+		return id, true
+	}
+	// One entry per segment, format and aborted set, the first that comes:
+	// the mount's indexes, then the saved entries of segments still there
+	// unchanged (their indexes), then the mount's measures without index.
+	mine := func(m segMeasure, cps []checkpoint) {
+		rel := v.rel(m.key.seg)
+		if rel == "" || m.bad != nil || m.scanned == 0 {
+			return
+		}
+		id, ok := idOf(rel, m.key.seg.LogPath())
+		if !ok || id.size != m.scanned {
+			return // gone, or measured short of its end
+		}
+		e := savedEntry{id: id, format: m.key.format.key(), abHash: m.abHash, rendered: m.rlen}
+		var blob []byte
+		if len(cps) > 0 {
+			w.buf = encodeIndex(w.buf, cps)
+			blob, e.cps = w.buf, uint32(len(cps))
+		}
+		w.add(rel, e, blob)
+	}
+	c.eachIndex(mine)
+	v.mu.Lock()
+	saved := v.mu.saved
+	v.mu.Unlock()
+	var old *os.File
+	for rel, es := range saved {
+		id, ok := idOf(rel, filepath.Join(v.dir, rel))
+		if !ok || id != es[0].id {
+			continue
+		}
+		for _, e := range es {
+			var blob []byte
+			if e.cps > 0 {
+				if old == nil {
+					if old, err = os.Open(v.path()); err != nil {
+						return 0, err
+					}
+					defer old.Close()
+				}
+				blob = make([]byte, e.blobLen)
+				if _, err := old.ReadAt(blob, e.blobOff); err != nil || crc32.Checksum(blob, crcTable) != e.blobCRC {
+					blob, e.cps = nil, 0 // keep the length, drop the index
+				}
+			}
+			w.add(rel, e, blob)
 		}
 	}
-	return append(views, sv)
+	for _, m := range c.keptMeasures() {
+		mine(m, nil)
+	}
+	if w.count == 0 && len(saved) == 0 {
+		return 0, nil
+	}
+	tocOff := w.off
+	foot := binary.LittleEndian.AppendUint64(nil, uint64(tocOff))
+	foot = binary.LittleEndian.AppendUint32(foot, uint32(len(w.toc)))
+	foot = binary.LittleEndian.AppendUint32(foot, w.count)
+	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(w.toc, crcTable))
+	foot = append(foot, viewSizesMagic...)
+	foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
+	w.write(w.toc)
+	w.write(foot)
+	if err := w.w.Flush(); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	ok = true
+	if err := os.Rename(tmp, v.path()); err != nil {
+		_ = os.Remove(tmp)
+		return 0, err
+	}
+	return int(w.count), vfs.OS.SyncDir(v.dir)
 }
 
 // hashOver identifies the aborted transactions that overlap seg's offsets:

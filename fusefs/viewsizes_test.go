@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,11 +28,15 @@ func TestViewSizesSurviveRemount(t *testing.T) {
 	require.Greater(t, segs, 20)
 	m.unmount()
 
-	raw, err := os.ReadFile(filepath.Join(data, ViewSizesFile))
+	saved, err := readViewSizes(filepath.Join(data, ViewSizesFile))
 	require.NoError(t, err, "the mount saved its view sizes")
-	var file viewSizesFile
-	require.NoError(t, json.Unmarshal(raw, &file))
-	assert.Len(t, file.Segments, segs, "every segment, the active one included")
+	assert.Len(t, saved, segs, "every segment, the active one included")
+	for path, es := range saved {
+		assert.Len(t, es, 2, "%s: plain and JSON", path)
+		for _, e := range es {
+			assert.NotZero(t, e.cps, "%s %s: with its index", path, e.format)
+		}
+	}
 
 	// statRead stats both views on a fresh mount and returns what that read.
 	statRead := func() int64 {
@@ -87,4 +90,62 @@ func TestViewSizesNotOnReadOnlyMount(t *testing.T) {
 	ro.unmount()
 	_, err = os.Stat(filepath.Join(data, ViewSizesFile))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a read-only mount writes nothing")
+}
+
+// TestSavedIndexServesSeeksAfterRemount: after a remount, tail -n and
+// by-offset/N read about one index interval of a large segment, not the
+// segment, and read the right lines; a damaged saved index is ignored
+// (the segment is scanned) and never serves wrong bytes.
+func TestSavedIndexServesSeeksAfterRemount(t *testing.T) {
+	data := t.TempDir()
+	m := newTestMountAt(t, data, false)
+	m.sh(t, `mkdir $MNT/b && seq -f '%g-0123456789012345678901234567890123456789' 1 60000 > $MNT/b/0/append`)
+	require.Len(t, m.partition(t, "b", 0).Segments(), 1)
+	m.sh(t, `tail -n 1 $MNT/b/0/records && tail -n 1 $MNT/b/0/records.jsonl`) // measured and indexed
+	m.unmount()
+	logSize := func() int64 {
+		fi, err := os.Stat(filepath.Join(data, "b-0", "00000000000000000000.log"))
+		require.NoError(t, err)
+		return fi.Size()
+	}()
+	require.Greater(t, logSize, int64(2<<20))
+
+	seeks := func() (tailRead, offsetRead int64) {
+		t.Helper()
+		m := newTestMountAt(t, data, false)
+		defer m.unmount()
+		p := m.partition(t, "b", 0)
+		before := p.Stats().BytesRead
+		assert.Equal(t, "59999-0123456789012345678901234567890123456789\n60000-0123456789012345678901234567890123456789\n",
+			m.sh(t, `tail -n 2 $MNT/b/0/records`))
+		assert.Contains(t, m.sh(t, `tail -n 1 $MNT/b/0/records.jsonl`), `{"offset":59999,`)
+		tailRead = p.Stats().BytesRead - before
+		before = p.Stats().BytesRead
+		assert.Equal(t, "30001-0123456789012345678901234567890123456789\n", m.sh(t, `head -n 1 $MNT/b/0/by-offset/30000`))
+		offsetRead = p.Stats().BytesRead - before
+		return tailRead, offsetRead
+	}
+	tr, or := seeks()
+	t.Logf("after a remount: tail -n (plain and JSON) read %d bytes, by-offset %d, of a %d-byte segment", tr, or, logSize)
+	assert.Less(t, tr, logSize/4, "tail -n reads about an index interval per view, not the segment")
+	assert.Less(t, or, logSize/4, "by-offset/N reads an index interval and what head reads, not the segment")
+
+	// A mount that only stats (lengths from the file, no index loaded)
+	// saves the indexes it did not load, not just the lengths.
+	st := newTestMountAt(t, data, false)
+	st.sh(t, `stat $MNT/b/0/records $MNT/b/0/records.jsonl`)
+	st.unmount()
+	tr, _ = seeks()
+	assert.Less(t, tr, int64(512<<10), "the indexes survived a mount that did not use them")
+
+	// Damage the first blob: the index is ignored, the segment scanned.
+	path := filepath.Join(data, ViewSizesFile)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	raw[10] ^= 0xff
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	tr, _ = seeks()
+	assert.GreaterOrEqual(t, tr, logSize, "a damaged index is not used")
+	tr, _ = seeks()
+	assert.Less(t, tr, int64(512<<10), "and saved afresh")
 }

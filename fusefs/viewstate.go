@@ -107,7 +107,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 				h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
 				continue
 			}
-			if rlen, ok := st.ps.fsys.sizes.lookup(st.ps.fsys, h.key.seg, h.key.format, size, st.mu.ab); ok {
+			if rlen, ok := st.ps.fsys.sizes.lookup(h.key, size, st.mu.ab); ok {
 				st.ps.fsys.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen,
 					abHash: st.mu.ab.hashOver(h.key.seg)})
 				h.bad, h.skip, h.limit, h.rlen = nil, 0, size, rlen
@@ -115,6 +115,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 			}
 		}
 		x := st.ps.fsys.cache.get(h.key)
+		x.seed(st.ps.fsys.sizes, size, st.mu.ab)
 		scanned, rlen, bad, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
 		if err != nil {
 			return err
@@ -522,7 +523,9 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 		return false
 	}
 	x := st.ps.fsys.cache.get(h.key)
-	if _, _, _, err := x.extend(ctx, h.limit, st.abSet(), st.ps.logCorrupt); err != nil {
+	ab := st.abSet()
+	x.seed(st.ps.fsys.sizes, h.limit, ab)
+	if _, _, _, err := x.extend(ctx, h.limit, ab, st.ps.logCorrupt); err != nil {
 		c.err = err
 		return false
 	}
