@@ -135,18 +135,13 @@ func BenchmarkRenderBatch(b *testing.B) {
 		}
 		recs[i] = record.Record{Offset: int64(i), Timestamp: 1700000000000, Value: v}
 	}
-	raw, err := record.Encode(nil, record.NewBatchSpec(0), recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	batch, err := record.Parse(raw)
-	if err != nil {
-		b.Fatal(err)
-	}
+	batch := mustBatch(b, recs)
+	raw := batch.Raw
 	var (
 		out []byte
 		sc  renderScratch
 		rs  []record.Record
+		err error
 	)
 	b.Run("recordsinto", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
@@ -191,15 +186,7 @@ func BenchmarkMeasureBatch(b *testing.B) {
 			}
 			recs[i] = record.Record{Offset: int64(i), Timestamp: 1700000000000, Value: v[:99]}
 		}
-		raw, err := record.Encode(nil, record.NewBatchSpec(0), recs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		batch, err := record.Parse(raw)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return batch
+		return mustBatch(b, recs)
 	}
 	text := batch([]string{"alpha", "beta", "gamma", "delta", "x=1", "y:2", "12345", "zeta;"})
 	escapes := batch([]string{"alpha", "beta", "gamma", "delta", "x=1", "y:2", "\"q\"", "tab\there"})
@@ -220,4 +207,17 @@ func BenchmarkMeasureBatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// mustBatch encodes recs as one uncompressed batch.
+func mustBatch(b *testing.B, recs []record.Record) record.Batch {
+	raw, err := record.Encode(nil, record.NewBatchSpec(0), recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch, err := record.Parse(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return batch
 }
