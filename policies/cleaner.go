@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/topicfs/topicfs/engine"
@@ -48,6 +49,28 @@ type cleaner struct {
 	scratch []byte          // decompression buffer for RecordsInto
 	recs    []record.Record // decoded records of the current batch (alias buf or scratch)
 	kept    []record.Record // records kept of the current batch
+	hashes  []uint64        // OffsetMap.Hash of each record's key (touchKeys)
+	touched uint64          // what touchKeys read, kept so the reads stay
+}
+
+// touchKeys hashes the keys of recs that m will be asked about (keyed,
+// offset in [lo, hi]) into c.hashes (0 for the others) and touches their
+// slots (OffsetMap.Touch) so that the lookups' memory misses overlap
+// instead of coming one after the other. The cleaner's time was mostly
+// such misses: a 128 MiB map is far larger than the caches. (Touching
+// before the map's Puts measured no gain.)
+func (c *cleaner) touchKeys(m *OffsetMap, recs []record.Record, lo, hi int64) {
+	hs := c.hashes[:0]
+	var t uint64
+	for i := range recs {
+		var h uint64
+		if recs[i].Key != nil && recs[i].Offset >= lo && recs[i].Offset <= hi {
+			h = m.Hash(recs[i].Key) // 0 (one in 2^64) is only computed again
+			t ^= m.Touch(h)
+		}
+		hs = append(hs, h)
+	}
+	c.hashes, c.touched = hs, c.touched^t
 }
 
 func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *cleaner {
@@ -503,6 +526,10 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	}
 	kept := r.c.kept[:0]
 	tombstones, nTomb := false, int64(0)
+	lookups := !discardRecords && !b.IsControl()
+	if lookups {
+		r.c.touchKeys(m, recs, math.MinInt64, m.LatestOffset())
+	}
 	for i := range recs {
 		rec := &recs[i]
 		var keep bool
@@ -512,7 +539,7 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 		case b.IsControl():
 			keep = true
 		default:
-			keep = keepRecord(m, rec.Offset, rec.Key, rec.Value, horizon, r.nowMs)
+			keep = keepHashed(m, rec.Offset, rec.Key, r.c.hashes[i], rec.Value, horizon, r.nowMs)
 		}
 		if keep {
 			kept = append(kept, *rec)

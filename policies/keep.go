@@ -13,13 +13,22 @@ import "sort"
 //
 // horizon is the batch's deleteHorizonMs, -1 when it has none.
 func keepRecord(m *OffsetMap, offset int64, key, value []byte, horizon, nowMs int64) bool {
+	return keepHashed(m, offset, key, 0, value, horizon, nowMs)
+}
+
+// keepHashed is keepRecord for a key whose OffsetMap.Hash is h1 (0: not
+// computed yet).
+func keepHashed(m *OffsetMap, offset int64, key []byte, h1 uint64, value []byte, horizon, nowMs int64) bool {
 	if offset > m.LatestOffset() {
 		return true
 	}
 	if key == nil {
 		return false
 	}
-	if offset < m.Get(key) {
+	if h1 == 0 {
+		h1 = m.Hash(key)
+	}
+	if offset < m.GetHashed(key, h1) {
 		return false
 	}
 	return value != nil || horizon < 0 || nowMs < horizon

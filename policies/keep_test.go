@@ -36,6 +36,12 @@ func TestKeepRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, keepRecord(m, tt.offset, tt.key, tt.value, tt.horizon, now))
+			if tt.key != nil {
+				h := m.Hash(tt.key)
+				m.Touch(h)
+				assert.Equal(t, tt.want, keepHashed(m, tt.offset, tt.key, h, tt.value, tt.horizon, now), "with the key's hash")
+				assert.Equal(t, m.Get(tt.key), m.GetHashed(tt.key, h))
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/binary"
+	"golang.org/x/sys/unix"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -98,6 +99,7 @@ func (m *OffsetMap) alloc(n int64) {
 		// Page-aligned, zero-filled, pointer-free: slots first (8-byte
 		// aligned), tags after.
 		m.mem = mem
+		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 		m.unmap = runtime.AddCleanup(m, func(mem []byte) { _ = syscall.Munmap(mem) }, mem)
 		m.slots = unsafe.Slice((*offsetSlot)(unsafe.Pointer(&mem[0])), n)
 		m.tags = mem[n*slotBytes : size : size]
@@ -195,7 +197,7 @@ func (m *OffsetMap) home(h1 uint64) (uint64, uint8) {
 // Put records offset as the latest offset of key. It returns false, storing
 // nothing, when key is new and the map is Full.
 func (m *OffsetMap) Put(key []byte, offset int64) bool {
-	h1 := maphash.Bytes(m.seed1, key)
+	h1 := m.Hash(key)
 	var h2 uint64 // 0 until computed
 	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
@@ -234,9 +236,26 @@ func (m *OffsetMap) lazyHash2(key []byte, h2 *uint64) uint64 {
 	return *h2
 }
 
+// Hash is the first half of key's hash, for Touch and GetHashed.
+func (m *OffsetMap) Hash(key []byte) uint64 { return maphash.Bytes(m.seed1, key) }
+
+// Touch reads the tag word and slot where a lookup of the key hashed h1
+// begins, and returns something of them (for the caller to keep, so the
+// reads stay). The map is far larger than the caches: a lookup's first two
+// reads each miss to memory, and lookups one after the other wait out one
+// miss after the other. Touching a batch's keys first issues those reads
+// back to back, so their misses overlap; the lookups then find the lines
+// in the cache.
+func (m *OffsetMap) Touch(h1 uint64) uint64 {
+	i, _ := m.home(h1)
+	return uint64(m.tags[i]) ^ m.slots[i].h1
+}
+
 // Get returns the latest offset recorded for key, or -1 if none.
-func (m *OffsetMap) Get(key []byte) int64 {
-	h1 := maphash.Bytes(m.seed1, key)
+func (m *OffsetMap) Get(key []byte) int64 { return m.GetHashed(key, m.Hash(key)) }
+
+// GetHashed is Get for a key whose Hash is h1.
+func (m *OffsetMap) GetHashed(key []byte, h1 uint64) int64 {
 	var h2 uint64 // 0 until computed
 	i, tag := m.home(h1)
 	n := uint64(len(m.slots))
