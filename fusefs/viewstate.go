@@ -3,8 +3,10 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
@@ -91,6 +93,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, from fu
 // committed sizes and recomputes positions. The caller holds st.mu (or owns
 // st exclusively).
 func (st *viewState) extendLocked(ctx context.Context, i int) error {
+	st.measureAheadLocked(ctx, i)
 	for ; i < len(st.mu.segs); i++ {
 		h := &st.mu.segs[i]
 		if i > 0 {
@@ -101,18 +104,8 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
-		if h.from < 0 {
-			// Shown whole: its measure is enough (no index to build).
-			if scanned, rlen, bad, ok := st.ps.fsys.cache.measure(h.key, size); ok {
-				h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
-				continue
-			}
-			if rlen, ok := st.ps.fsys.sizes.lookup(h.key, size, st.mu.ab); ok {
-				st.ps.fsys.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen,
-					abHash: st.mu.ab.hashOver(h.key.seg)})
-				h.bad, h.skip, h.limit, h.rlen = nil, 0, size, rlen
-				continue
-			}
+		if h.from < 0 && st.knownLocked(h, size) {
+			continue
 		}
 		x := st.ps.fsys.cache.get(h.key)
 		x.seed(st.ps.fsys.sizes, size, st.mu.ab)
@@ -136,6 +129,66 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 	last := st.mu.segs[len(st.mu.segs)-1]
 	st.mu.size = last.rstart + last.rlen
 	return nil
+}
+
+// knownLocked fills h, a segment shown whole, from a measure of it at size
+// if one is known (the mount's, or ViewSizesFile's): no index to build.
+func (st *viewState) knownLocked(h *heldSeg, size int64) bool {
+	f := st.ps.fsys
+	if scanned, rlen, bad, ok := f.cache.measure(h.key, size); ok {
+		h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
+		return true
+	}
+	if rlen, ok := f.sizes.lookup(h.key, size, st.mu.ab); ok {
+		f.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen, abHash: st.mu.ab.hashOver(h.key.seg)})
+		h.bad, h.skip, h.limit, h.rlen = nil, 0, size, rlen
+		return true
+	}
+	return false
+}
+
+// measureWorkers is how many segments a view's first measure renders at
+// once. Two: the first stat of a partition never measured (a broker's
+// copy, a deleted topicfs-view-sizes) takes about half as long on two
+// CPUs or more, and a reader's peak memory stays the same whatever the
+// partition's size (each worker holds one segment's read buffers).
+const measureWorkers = 2
+
+// measureAheadLocked renders, measureWorkers at a time, the held segments
+// from index i on that extendLocked would otherwise render one after the
+// other: those shown whole that no measure covers. Their indexes (or
+// measures) are then in the cache; errors are left for extendLocked to
+// meet again.
+func (st *viewState) measureAheadLocked(ctx context.Context, i int) {
+	type job struct {
+		key  segKey
+		size int64
+	}
+	var jobs []job
+	for j := i; j < len(st.mu.segs); j++ {
+		h := &st.mu.segs[j]
+		size := h.key.seg.Size()
+		if h.from >= 0 || (size <= h.limit || h.bad != nil) && h.skip >= 0 || st.knownLocked(h, size) {
+			continue
+		}
+		jobs = append(jobs, job{h.key, size})
+	}
+	if len(jobs) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		return
+	}
+	f, ab := st.ps.fsys, st.mu.ab
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(measureWorkers, len(jobs)) {
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
+				x := f.cache.get(jobs[k].key)
+				x.seed(f.sizes, jobs[k].size, ab)
+				_, _, _, _ = x.extend(ctx, jobs[k].size, ab, st.ps.logCorrupt)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // refresh takes in what was appended since: the growth of the last held
