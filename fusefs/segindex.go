@@ -596,6 +596,10 @@ func (c *indexCache) get(k segKey) *segIndex {
 func (x *segIndex) measure() segMeasure {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.measureLocked()
+}
+
+func (x *segIndex) measureLocked() segMeasure {
 	return segMeasure{key: x.key, scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad, abHash: x.mu.abHash}
 }
 
@@ -620,7 +624,7 @@ func (c *indexCache) eachIndex(fn func(m segMeasure, cps []checkpoint)) {
 	c.mu.Unlock()
 	for _, x := range xs {
 		x.mu.Lock()
-		fn(segMeasure{key: x.key, scanned: x.mu.scanned, rlen: x.mu.rlen, bad: x.mu.bad, abHash: x.mu.abHash}, x.mu.cps)
+		fn(x.measureLocked(), x.mu.cps)
 		x.mu.Unlock()
 	}
 }
@@ -654,13 +658,15 @@ func (c *indexCache) keepMeasureLocked(m segMeasure) {
 	}
 }
 
-// measure returns the indexed file size, rendered length and corruption of
-// k's segment if they are known up to file size limit (a committed size):
-// from its index when cached, else from its measure. ok is false when the
-// segment must be scanned (further) to know them.
-func (c *indexCache) measure(k segKey, limit int64) (scanned, rlen int64, bad error, ok bool) {
+// measure returns what is known of k's segment: its measure (indexed file
+// size, rendered length, corruption) from its index when cached, else from
+// its kept measure. seen is whether the mount has measured the segment at
+// all; ok whether the measure covers file size limit (a committed size) or
+// stopped at a corruption. When seen and not ok, the segment has grown
+// since: it must be scanned further (nothing saved by an earlier mount can
+// be newer).
+func (c *indexCache) measure(k segKey, limit int64) (m segMeasure, seen, ok bool) {
 	c.mu.Lock()
-	var m segMeasure
 	if e, hit := c.elems[k]; hit {
 		c.mu.Unlock()
 		m = e.Value.(*segIndex).measure()
@@ -670,10 +676,10 @@ func (c *indexCache) measure(k segKey, limit int64) (scanned, rlen int64, bad er
 		c.mu.Unlock()
 	} else {
 		c.mu.Unlock()
-		return 0, 0, nil, false
+		return segMeasure{}, false, false
 	}
-	if m.scanned != limit && m.bad == nil {
-		return 0, 0, nil, false
+	if m.scanned == 0 && m.bad == nil {
+		return m, false, false // an index created but not built yet
 	}
-	return m.scanned, m.rlen, m.bad, true
+	return m, true, m.scanned == limit || m.bad != nil
 }

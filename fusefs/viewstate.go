@@ -93,7 +93,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, from fu
 // committed sizes and recomputes positions. The caller holds st.mu (or owns
 // st exclusively).
 func (st *viewState) extendLocked(ctx context.Context, i int) error {
-	st.measureAheadLocked(ctx, i)
+	st.settleWholeLocked(ctx, i)
 	for ; i < len(st.mu.segs); i++ {
 		h := &st.mu.segs[i]
 		if i > 0 {
@@ -102,9 +102,6 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		}
 		size := h.key.seg.Size()
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
-			continue
-		}
-		if h.from < 0 && st.knownLocked(h, size) {
 			continue
 		}
 		x := st.ps.fsys.cache.get(h.key)
@@ -132,12 +129,17 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 }
 
 // knownLocked fills h, a segment shown whole, from a measure of it at size
-// if one is known (the mount's, or ViewSizesFile's): no index to build.
+// if one is known (the mount's, or else ViewSizesFile's): no index to
+// build.
 func (st *viewState) knownLocked(h *heldSeg, size int64) bool {
 	f := st.ps.fsys
-	if scanned, rlen, bad, ok := f.cache.measure(h.key, size); ok {
-		h.bad, h.skip, h.limit, h.rlen = bad, 0, scanned, rlen
+	m, seen, ok := f.cache.measure(h.key, size)
+	if ok {
+		h.bad, h.skip, h.limit, h.rlen = m.bad, 0, m.scanned, m.rlen
 		return true
+	}
+	if seen {
+		return false // grown since the mount measured it
 	}
 	if rlen, ok := f.sizes.lookup(h.key, size, st.mu.ab); ok {
 		f.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen, abHash: st.mu.ab.hashOver(h.key.seg)})
@@ -154,14 +156,14 @@ func (st *viewState) knownLocked(h *heldSeg, size int64) bool {
 // partition's size (each worker holds one segment's read buffers).
 const measureWorkers = 2
 
-// measureAheadLocked renders, measureWorkers at a time, the held segments
-// from index i on that extendLocked would otherwise render one after the
-// other: those shown whole that no measure covers. Their indexes (or
-// measures) are then in the cache; errors are left for extendLocked to
-// meet again.
-func (st *viewState) measureAheadLocked(ctx context.Context, i int) {
+// settleWholeLocked brings the held segments from index i on that are
+// shown whole up to their committed sizes: from what is known of them
+// (knownLocked), else by rendering them, measureWorkers at a time when
+// there are several. What it cannot settle (a cancelled ctx) extendLocked
+// meets again.
+func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 	type job struct {
-		key  segKey
+		h    *heldSeg
 		size int64
 	}
 	var jobs []job
@@ -171,24 +173,33 @@ func (st *viewState) measureAheadLocked(ctx context.Context, i int) {
 		if h.from >= 0 || (size <= h.limit || h.bad != nil) && h.skip >= 0 || st.knownLocked(h, size) {
 			continue
 		}
-		jobs = append(jobs, job{h.key, size})
-	}
-	if len(jobs) < 2 || runtime.GOMAXPROCS(0) < 2 {
-		return
+		jobs = append(jobs, job{h, size})
 	}
 	f, ab := st.ps.fsys, st.mu.ab
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(measureWorkers, len(jobs)) {
-		wg.Go(func() {
-			for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
-				x := f.cache.get(jobs[k].key)
-				x.seed(f.sizes, jobs[k].size, ab)
-				_, _, _, _ = x.extend(ctx, jobs[k].size, ab, st.ps.logCorrupt)
-			}
-		})
+	render := func(j job) {
+		x := f.cache.get(j.h.key)
+		x.seed(f.sizes, j.size, ab)
+		_, _, _, _ = x.extend(ctx, j.size, ab, st.ps.logCorrupt)
 	}
-	wg.Wait()
+	if len(jobs) > 1 && runtime.GOMAXPROCS(0) > 1 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(measureWorkers, len(jobs)) {
+			wg.Go(func() {
+				for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
+					render(jobs[k])
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for _, j := range jobs {
+			render(j)
+		}
+	}
+	for _, j := range jobs {
+		st.knownLocked(j.h, j.size)
+	}
 }
 
 // refresh takes in what was appended since: the growth of the last held
