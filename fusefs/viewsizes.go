@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -178,12 +179,9 @@ func (v *viewSizes) readIndex(e savedEntry) ([]checkpoint, error) {
 		return nil, err
 	}
 	defer f.Close()
-	blob := make([]byte, e.blobLen)
-	if _, err := f.ReadAt(blob, e.blobOff); err != nil {
+	blob, err := readBlob(f, e)
+	if err != nil {
 		return nil, err
-	}
-	if crc32.Checksum(blob, crcTable) != e.blobCRC {
-		return nil, errors.New("index CRC mismatch")
 	}
 	cps := make([]checkpoint, 1, e.cps)
 	for p := 0; p < len(blob); {
@@ -208,6 +206,18 @@ func (v *viewSizes) readIndex(e savedEntry) ([]checkpoint, error) {
 		return nil, fmt.Errorf("%d checkpoints, want %d", len(cps), e.cps)
 	}
 	return cps, nil
+}
+
+// readBlob reads e's blob from f, a ViewSizesFile, and checks its CRC.
+func readBlob(f *os.File, e savedEntry) ([]byte, error) {
+	blob := make([]byte, e.blobLen)
+	if _, err := f.ReadAt(blob, e.blobOff); err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(blob, crcTable) != e.blobCRC {
+		return nil, errors.New("index CRC mismatch")
+	}
+	return blob, nil
 }
 
 // read loads ViewSizesFile's table; a missing file is an empty one, an
@@ -374,110 +384,98 @@ func encodeIndex(buf []byte, cps []checkpoint) []byte {
 	return buf
 }
 
+// errNothingToSave ends a writeFile that would write an empty file where
+// there was none.
+var errNothingToSave = errors.New("nothing to save")
+
 func (v *viewSizes) writeFile(c *indexCache) (int, error) {
-	tmp := v.path() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	w := &viewSizesWriter{w: bufio.NewWriterSize(f, 256<<10), seen: map[string]bool{}}
-	w.write([]byte(viewSizesMagic))
-	w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
-	ids := map[string]fileID{}
-	idOf := func(rel, path string) (fileID, bool) {
-		id, ok := ids[rel]
-		if !ok {
-			if id, ok = statID(path); !ok {
-				return id, false
-			}
-			ids[rel] = id
-		}
-		return id, true
-	}
-	// One entry per segment, format and aborted set, the first that comes:
-	// the mount's indexes, then the saved entries of segments still there
-	// unchanged (their indexes), then the mount's measures without index.
-	mine := func(m segMeasure, cps []checkpoint) {
-		rel := v.rel(m.key.seg)
-		if rel == "" || m.bad != nil || m.scanned == 0 {
-			return
-		}
-		id, ok := idOf(rel, m.key.seg.LogPath())
-		if !ok || id.size != m.scanned {
-			return // gone, or measured short of its end
-		}
-		e := savedEntry{id: id, format: m.key.format.key(), abHash: m.abHash, rendered: m.rlen}
-		var blob []byte
-		if len(cps) > 0 {
-			w.buf = encodeIndex(w.buf, cps)
-			blob, e.cps = w.buf, uint32(len(cps))
-		}
-		w.add(rel, e, blob)
-	}
-	c.eachIndex(mine)
 	v.mu.Lock()
 	saved := v.mu.saved
 	v.mu.Unlock()
-	var old *os.File
-	for rel, es := range saved {
-		id, ok := idOf(rel, filepath.Join(v.dir, rel))
-		if !ok || id != es[0].id {
-			continue
+	var count uint32
+	err := vfs.WriteAtomic(vfs.OS, v.path(), 0o644, func(out io.Writer) error {
+		w := &viewSizesWriter{w: bufio.NewWriterSize(out, 256<<10), seen: map[string]bool{}}
+		w.write([]byte(viewSizesMagic))
+		w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
+		ids := map[string]fileID{}
+		idOf := func(rel, path string) (fileID, bool) {
+			id, ok := ids[rel]
+			if !ok {
+				if id, ok = statID(path); !ok {
+					return id, false
+				}
+				ids[rel] = id
+			}
+			return id, true
 		}
-		for _, e := range es {
+		// One entry per segment, format and aborted set, the first that
+		// comes: the mount's indexes, then the saved entries of segments
+		// still there unchanged (their indexes), then the mount's measures
+		// without index.
+		mine := func(m segMeasure, cps []checkpoint) {
+			rel := v.rel(m.key.seg)
+			if rel == "" || m.bad != nil || m.scanned == 0 {
+				return
+			}
+			id, ok := idOf(rel, m.key.seg.LogPath())
+			if !ok || id.size != m.scanned {
+				return // gone, or measured short of its end
+			}
+			e := savedEntry{id: id, format: m.key.format.key(), abHash: m.abHash, rendered: m.rlen}
 			var blob []byte
-			if e.cps > 0 {
-				if old == nil {
-					if old, err = os.Open(v.path()); err != nil {
-						return 0, err
-					}
-					defer old.Close()
-				}
-				blob = make([]byte, e.blobLen)
-				if _, err := old.ReadAt(blob, e.blobOff); err != nil || crc32.Checksum(blob, crcTable) != e.blobCRC {
-					blob, e.cps = nil, 0 // keep the length, drop the index
-				}
+			if len(cps) > 0 {
+				w.buf = encodeIndex(w.buf, cps)
+				blob, e.cps = w.buf, uint32(len(cps))
 			}
 			w.add(rel, e, blob)
 		}
-	}
-	for _, m := range c.keptMeasures() {
-		mine(m, nil)
-	}
-	if w.count == 0 && len(saved) == 0 {
+		c.eachIndex(mine)
+		var old *os.File // the file being replaced, for its blobs
+		for rel, es := range saved {
+			if id, ok := idOf(rel, filepath.Join(v.dir, rel)); !ok || id != es[0].id {
+				continue
+			}
+			for _, e := range es {
+				var blob []byte
+				if e.cps > 0 {
+					if old == nil {
+						f, err := os.Open(v.path())
+						if err != nil {
+							return err
+						}
+						defer f.Close()
+						old = f
+					}
+					b, err := readBlob(old, e)
+					if err != nil {
+						e.cps = 0 // keep the length, drop the index
+					}
+					blob = b
+				}
+				w.add(rel, e, blob)
+			}
+		}
+		for _, m := range c.keptMeasures() {
+			mine(m, nil)
+		}
+		if w.count == 0 && len(saved) == 0 {
+			return errNothingToSave
+		}
+		foot := binary.LittleEndian.AppendUint64(nil, uint64(w.off))
+		foot = binary.LittleEndian.AppendUint32(foot, uint32(len(w.toc)))
+		foot = binary.LittleEndian.AppendUint32(foot, w.count)
+		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(w.toc, crcTable))
+		foot = append(foot, viewSizesMagic...)
+		foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
+		w.write(w.toc)
+		w.write(foot)
+		count = w.count
+		return w.w.Flush()
+	})
+	if errors.Is(err, errNothingToSave) {
 		return 0, nil
 	}
-	tocOff := w.off
-	foot := binary.LittleEndian.AppendUint64(nil, uint64(tocOff))
-	foot = binary.LittleEndian.AppendUint32(foot, uint32(len(w.toc)))
-	foot = binary.LittleEndian.AppendUint32(foot, w.count)
-	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(w.toc, crcTable))
-	foot = append(foot, viewSizesMagic...)
-	foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
-	w.write(w.toc)
-	w.write(foot)
-	if err := w.w.Flush(); err != nil {
-		return 0, err
-	}
-	if err := f.Sync(); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	ok = true
-	if err := os.Rename(tmp, v.path()); err != nil {
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	return int(w.count), vfs.OS.SyncDir(v.dir)
+	return int(count), err
 }
 
 // hashOver identifies the aborted transactions that overlap seg's offsets:

@@ -35,10 +35,20 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 }
 
 // WriteFileAtomic replaces name with data so that a crash leaves the old
-// file or the new one, never a torn one: it writes name+".tmp", fsyncs it,
-// renames it over name and fsyncs the directory. On failure the temporary
-// file is removed (best effort).
+// file or the new one, never a torn one (see WriteAtomic).
 func WriteFileAtomic(fs FS, name string, data []byte, perm os.FileMode) error {
+	return WriteAtomic(fs, name, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic replaces name with what write writes, so that a crash leaves
+// the old file or the new one, never a torn one: write writes
+// name+".tmp", which is fsynced, renamed over name, and the directory
+// fsynced. On failure (write's error included) the temporary file is
+// removed (best effort) and name is untouched.
+func WriteAtomic(fs FS, name string, perm os.FileMode, write func(io.Writer) error) error {
 	tmp := name + ".tmp"
 	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 	if err != nil {
@@ -49,7 +59,7 @@ func WriteFileAtomic(fs FS, name string, data []byte, perm os.FileMode) error {
 		_ = fs.Remove(tmp)
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		return cleanup(err)
 	}
 	if err := f.Sync(); err != nil {

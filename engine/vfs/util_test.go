@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -66,6 +68,26 @@ func TestWriteFileAtomic(t *testing.T) {
 		require.NoError(t, err, "crash at %d", i)
 		assert.Contains(t, []string{"old-content", "new"}, string(got), "crash at %d", i)
 	}
+}
+
+// TestWriteAtomicWriterFails: a writer's error leaves the old file and no
+// temporary file.
+func TestWriteAtomicWriterFails(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fs FS, dir string) {
+		p := filepath.Join(dir, "f")
+		require.NoError(t, WriteFileAtomic(fs, p, []byte("old"), 0o644))
+		boom := errors.New("boom")
+		err := WriteAtomic(fs, p, 0o644, func(w io.Writer) error {
+			_, _ = w.Write([]byte("half"))
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		got, err := ReadFile(fs, p)
+		require.NoError(t, err)
+		assert.Equal(t, "old", string(got))
+		_, err = fs.Stat(p + ".tmp")
+		assert.ErrorIs(t, err, os.ErrNotExist)
+	})
 }
 
 func TestAllocate(t *testing.T) {
