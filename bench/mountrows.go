@@ -114,7 +114,7 @@ func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 		if st.LogEndOffset != n {
 			return nil, fmt.Errorf("log end offset %d after appending %d lines", st.LogEndOffset, n)
 		}
-		if err := r.deleteTopic(ctx, m, topic); err != nil {
+		if err := m.deleteTopic(ctx, topic); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +135,7 @@ func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 // deleteTopic removes topic through the mount (rmdir) and waits until the
 // data directory holds nothing of it (a deleted topic's directories are
 // renamed, then removed in the background).
-func (r *runner) deleteTopic(ctx context.Context, m *mountProc, topic string) error {
+func (m *mountProc) deleteTopic(ctx context.Context, topic string) error {
 	if err := os.Remove(m.path(topic)); err != nil {
 		return errorf("rmdir topic", err)
 	}
@@ -145,13 +145,7 @@ func (r *runner) deleteTopic(ctx context.Context, m *mountProc, topic string) er
 		if err != nil {
 			return err
 		}
-		left := false
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), topic+"-") {
-				left = true
-			}
-		}
-		if !left {
+		if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), topic+"-") }) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

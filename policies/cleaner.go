@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/topicfs/topicfs/engine"
@@ -53,18 +52,19 @@ type cleaner struct {
 	touched uint64          // what touchKeys read, kept so the reads stay
 }
 
-// touchKeys hashes the keys of recs that m will be asked about (keyed,
-// offset in [lo, hi]) into c.hashes (0 for the others) and touches their
-// slots (OffsetMap.Touch) so that the lookups' memory misses overlap
-// instead of coming one after the other. The cleaner's time was mostly
-// such misses: a 128 MiB map is far larger than the caches. (Touching
-// before the map's Puts measured no gain.)
-func (c *cleaner) touchKeys(m *OffsetMap, recs []record.Record, lo, hi int64) {
+// touchKeys hashes the keys of recs that m will be asked about (keyed, at
+// or below the map's latest offset) into c.hashes (0 for the others) and
+// touches their slots (OffsetMap.Touch) so that the lookups' memory misses
+// overlap instead of coming one after the other. The cleaner's time was
+// mostly such misses: a 128 MiB map is far larger than the caches.
+// (Touching before the map's Puts measured no gain.)
+func (c *cleaner) touchKeys(m *OffsetMap, recs []record.Record) {
 	hs := c.hashes[:0]
+	latest := m.LatestOffset()
 	var t uint64
 	for i := range recs {
 		var h uint64
-		if recs[i].Key != nil && recs[i].Offset >= lo && recs[i].Offset <= hi {
+		if recs[i].Key != nil && recs[i].Offset <= latest {
 			h = m.Hash(recs[i].Key) // 0 (one in 2^64) is only computed again
 			t ^= m.Touch(h)
 		}
@@ -526,9 +526,8 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	}
 	kept := r.c.kept[:0]
 	tombstones, nTomb := false, int64(0)
-	lookups := !discardRecords && !b.IsControl()
-	if lookups {
-		r.c.touchKeys(m, recs, math.MinInt64, m.LatestOffset())
+	if !discardRecords && !b.IsControl() {
+		r.c.touchKeys(m, recs)
 	}
 	for i := range recs {
 		rec := &recs[i]

@@ -2,12 +2,13 @@ package policies
 
 import (
 	"encoding/binary"
-	"golang.org/x/sys/unix"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // OffsetMap maps a 127-bit hash of a record key to the latest offset seen
