@@ -127,8 +127,8 @@ func (x *segIndex) seed(v *viewSizes, limit int64, ab *abortedSet) {
 	if x.mu.cps != nil {
 		return
 	}
-	if cps, rlen, ok := v.index(x.key, limit, ab); ok {
-		x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.abHash = cps, limit, rlen, ab.hashOver(x.key.seg)
+	if m, cps, ok := v.index(x.key, limit, ab); ok {
+		x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.abHash = cps, m.scanned, m.rlen, m.abHash
 	}
 }
 

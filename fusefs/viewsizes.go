@@ -150,26 +150,27 @@ func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, boo
 	return savedEntry{}, false
 }
 
-// lookup returns the saved rendered length of k's segment (see find).
-func (v *viewSizes) lookup(k segKey, limit int64, ab *abortedSet) (int64, bool) {
+// measure returns the saved measure of k's segment at size limit (see
+// find), without its index.
+func (v *viewSizes) measure(k segKey, limit int64, ab *abortedSet) (segMeasure, bool) {
 	e, ok := v.find(k, limit, ab)
-	return e.rendered, ok
+	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}, ok
 }
 
-// index returns the saved position index of k's segment (see find): its
-// checkpoints, from {0, 0}. ok is false when there is none or it cannot
-// be read back intact (then the segment is scanned).
-func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) ([]checkpoint, int64, bool) {
+// index returns the saved measure and position index of k's segment (see
+// find): its checkpoints, from {0, 0}. ok is false when there is none or
+// it cannot be read back intact (then the segment is scanned).
+func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) (segMeasure, []checkpoint, bool) {
 	e, ok := v.find(k, limit, ab)
 	if !ok || e.cps == 0 {
-		return nil, 0, false
+		return segMeasure{}, nil, false
 	}
 	cps, err := v.readIndex(e)
 	if err != nil {
 		v.log.Warn("fusefs: ignoring a saved view index; the segment is scanned", "file", v.path(), "segment", k.seg.LogPath(), "err", err)
-		return nil, 0, false
+		return segMeasure{}, nil, false
 	}
-	return cps, e.rendered, true
+	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}, cps, true
 }
 
 // readIndex reads and decodes e's blob, checking it.

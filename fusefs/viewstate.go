@@ -134,19 +134,15 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 func (st *viewState) knownLocked(h *heldSeg, size int64) bool {
 	f := st.ps.fsys
 	m, seen, ok := f.cache.measure(h.key, size)
+	if !ok && !seen { // (seen and not ok: grown since the mount measured it)
+		if m, ok = f.sizes.measure(h.key, size, st.mu.ab); ok {
+			f.cache.remember(m)
+		}
+	}
 	if ok {
 		h.bad, h.skip, h.limit, h.rlen = m.bad, 0, m.scanned, m.rlen
-		return true
 	}
-	if seen {
-		return false // grown since the mount measured it
-	}
-	if rlen, ok := f.sizes.lookup(h.key, size, st.mu.ab); ok {
-		f.cache.remember(segMeasure{key: h.key, scanned: size, rlen: rlen, abHash: st.mu.ab.hashOver(h.key.seg)})
-		h.bad, h.skip, h.limit, h.rlen = nil, 0, size, rlen
-		return true
-	}
-	return false
+	return ok
 }
 
 // measureWorkers is how many segments a view's first measure renders at
