@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"cmp"
+	"context"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
@@ -62,6 +63,9 @@ type fsys struct {
 		gens    map[string]uint64           // topic → generation, bumped when it is deleted
 		parts   map[partitionLog]*partState // partitions with view or notifier state
 		writers map[string]int              // topic → open append/config write handles
+		// released is closed (and replaced) whenever a write handle is
+		// released, to wake a waiting rmdir.
+		released chan struct{}
 	}
 }
 
@@ -74,6 +78,7 @@ func newFsys(d *engine.LogDir, opts Options) *fsys {
 	f.mu.gens = map[string]uint64{}
 	f.mu.parts = map[partitionLog]*partState{}
 	f.mu.writers = map[string]int{}
+	f.mu.released = make(chan struct{})
 	return f
 }
 
@@ -180,14 +185,44 @@ func (f *fsys) addWriter(topic string, delta int) {
 	if f.mu.writers[topic] <= 0 {
 		delete(f.mu.writers, topic)
 	}
+	if delta < 0 {
+		close(f.mu.released)
+		f.mu.released = make(chan struct{})
+	}
 }
 
+// releaseGrace is how long rmdir waits for the write handles of a topic to
+// be released before it answers EBUSY. The kernel sends RELEASE after
+// close(2) has returned, so `echo x > t/0/append && rmdir t` can reach
+// rmdir before the echo's handle is gone; a handle really held open
+// (exec 3>>append) still gets EBUSY, after this delay.
+const releaseGrace = time.Second
+
 // deleteTopic deletes topic unless a write handle is open on it (EBUSY).
-func (f *fsys) deleteTopic(name string) syscall.Errno {
+func (f *fsys) deleteTopic(ctx context.Context, name string) syscall.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.writers[name] > 0 {
-		return syscall.EBUSY
+	var timeout <-chan time.Time
+	for f.mu.writers[name] > 0 {
+		if timeout == nil {
+			t := time.NewTimer(releaseGrace)
+			defer t.Stop()
+			timeout = t.C
+		}
+		released := f.mu.released
+		f.mu.Unlock()
+		select {
+		case <-released:
+			f.mu.Lock()
+		case <-timeout:
+			f.mu.Lock()
+			if f.mu.writers[name] > 0 {
+				return syscall.EBUSY
+			}
+		case <-ctx.Done():
+			f.mu.Lock()
+			return syscall.EINTR
+		}
 	}
 	if err := f.d.DeleteTopic(name); err != nil {
 		return f.errno("rmdir", err)

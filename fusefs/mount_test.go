@@ -659,3 +659,53 @@ func TestOpLatencyHook(t *testing.T) {
 		assert.Positive(t, seen[op], "op %s observed", op)
 	}
 }
+
+// TestRmdirAfterCloseWaitsForRelease: the kernel sends RELEASE after
+// close(2) returns, so a script's rmdir can arrive while the handle it just
+// closed is still counted; rmdir waits for it instead of answering EBUSY.
+func TestRmdirAfterCloseWaitsForRelease(t *testing.T) {
+	m := newTestMount(t, mountOpts{})
+	m.sh(t, `for i in $(seq 30); do mkdir $MNT/t && echo x > $MNT/t/0/append && echo retention.ms=86400000 > $MNT/t/config && rmdir $MNT/t || exit 1; done`)
+	assert.Equal(t, "", m.sh(t, `ls $MNT`))
+}
+
+func TestDeleteTopicWaitsForWriters(t *testing.T) {
+	d, err := engine.OpenLogDir(vfs.OS, t.TempDir(), engine.LogDirOptions{Defaults: engine.DefaultConfig()})
+	require.NoError(t, err)
+	defer d.Close()
+	_, err = d.CreateTopic("w", 1)
+	require.NoError(t, err)
+	f := newFsys(d, Options{})
+
+	// A handle released while rmdir waits: the topic is deleted.
+	f.addWriter("w", 1)
+	f.addWriter("other", 1)
+	done := make(chan syscall.Errno)
+	go func() { done <- f.deleteTopic(context.Background(), "w") }()
+	f.addWriter("other", -1) // another topic's release wakes it, it waits on
+	select {
+	case errno := <-done:
+		t.Fatalf("deleteTopic returned %v with a writer open", errno)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.addWriter("w", -1)
+	require.Equal(t, syscall.Errno(0), <-done)
+	_, err = d.Topic("w")
+	require.Error(t, err, "topic deleted")
+
+	// A handle that stays open: EBUSY, and the topic is kept.
+	_, err = d.CreateTopic("w", 1)
+	require.NoError(t, err)
+	f.addWriter("w", 1)
+	assert.Equal(t, syscall.EBUSY, f.deleteTopic(context.Background(), "w"))
+	_, err = d.Topic("w")
+	require.NoError(t, err)
+
+	// An interrupted rmdir: EINTR, the topic kept.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- f.deleteTopic(ctx, "w") }()
+	cancel()
+	assert.Equal(t, syscall.EINTR, <-done)
+	_, err = d.Topic("w")
+	require.NoError(t, err)
+}

@@ -73,11 +73,12 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 }
 
 // Rmdir deletes a topic, unless one of its append or config files is open
-// for writing (EBUSY): buffered records of an open writer would otherwise be
+// for writing (EBUSY, after waiting releaseGrace for handles closed but not
+// yet released): buffered records of an open writer would otherwise be
 // lost or land in a recreated topic. Open views keep reading what they hold.
 func (r *rootNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if r.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	return r.fsys.deleteTopic(name)
+	return r.fsys.deleteTopic(ctx, name)
 }
