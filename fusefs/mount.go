@@ -1,8 +1,10 @@
 package fusefs
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -33,7 +35,8 @@ type Options struct {
 	// stats and segments, but only the owner may append or alter config.
 	AllowOther bool
 
-	indexEntries int // segment indexes kept (0: indexCacheEntries); tests lower it
+	indexEntries int           // segment indexes kept (0: indexCacheEntries); tests lower it
+	sizesEvery   time.Duration // ViewSizesFile save interval (0: viewSizesEvery); tests lower it
 }
 
 // NewRoot returns the root of the tree over d, for fs.Mount or a test
@@ -53,17 +56,55 @@ const maxWrite = 1 << 20
 
 // Server is a running mount: go-fuse's server, whose Wait also saves what
 // the mount measured of its views (ViewSizesFile) once serving has ended.
+// While it serves, a writable mount saves that file every viewSizesEvery
+// when views measured something new, so a mount that is killed loses at
+// most that interval's measuring.
 type Server struct {
 	*fuse.Server
-	f *fsys
+	f       *fsys
+	stop    chan struct{}
+	stopped chan struct{}
+	finish  sync.Once // the final save
 }
+
+// viewSizesEvery is how often a mount saves ViewSizesFile while serving
+// (when something new was measured since the last save).
+const viewSizesEvery = 5 * time.Minute
 
 // Wait waits for the serve loop to exit (after Unmount, or an unmount from
 // the shell), then saves the views' segment sizes to ViewSizesFile (once;
 // not on a read-only mount). Call it before closing the LogDir.
 func (s *Server) Wait() {
 	s.Server.Wait()
-	s.f.sizes.write(s.f.cache)
+	s.finish.Do(func() {
+		close(s.stop)
+		<-s.stopped
+		s.f.sizes.write(s.f.cache, slog.LevelInfo)
+		s.f.sizes.close()
+	})
+}
+
+// saveSizes saves ViewSizesFile every interval while the mount serves,
+// when the views measured something since the last save.
+func (s *Server) saveSizes(every time.Duration) {
+	defer close(s.stopped)
+	if s.f.sizes.readOnly {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if n := s.f.cache.scans.Load(); n != last {
+				last = n
+				s.f.sizes.write(s.f.cache, slog.LevelDebug)
+			}
+		}
+	}
 }
 
 // Mount mounts the tree over d at mountpoint and serves it in the
@@ -116,5 +157,7 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
 	}
-	return &Server{Server: srv, f: f}, nil
+	s := &Server{Server: srv, f: f, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go s.saveSizes(cmp.Or(opts.sizesEvery, viewSizesEvery))
+	return s, nil
 }

@@ -607,11 +607,17 @@ func TestStatsFields(t *testing.T) {
 // newTestMountAt mounts an existing data directory.
 func newTestMountAt(t *testing.T, data string, readOnly bool) *testMount {
 	t.Helper()
+	return newTestMountWith(t, data, Options{ReadOnly: readOnly})
+}
+
+// newTestMountWith mounts data with opts.
+func newTestMountWith(t *testing.T, data string, opts Options) *testMount {
+	t.Helper()
 	requireFUSE(t)
-	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: engine.DefaultConfig(), ReadOnly: readOnly})
+	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: engine.DefaultConfig(), ReadOnly: opts.ReadOnly})
 	require.NoError(t, err)
 	mnt := t.TempDir()
-	srv, err := Mount(mnt, d, Options{ReadOnly: readOnly})
+	srv, err := Mount(mnt, d, opts)
 	require.NoError(t, err)
 	var once sync.Once
 	m := &testMount{mnt: mnt, data: data, d: d}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/index"
@@ -60,7 +61,8 @@ type checkpoint struct {
 // format, built lazily and incrementally: batches below scanned have been
 // rendered once and measured. Safe for concurrent use.
 type segIndex struct {
-	key segKey
+	key   segKey
+	scans *atomic.Uint64 // its cache's (nil outside one)
 
 	mu struct {
 		sync.Mutex
@@ -94,6 +96,9 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		sc renderScratch
 	)
 	defer rd.free()
+	if x.scans != nil {
+		defer x.scans.Add(1)
+	}
 	for x.mu.scanned < limit && x.mu.bad == nil {
 		if err := ctx.Err(); err != nil {
 			return x.mu.scanned, x.mu.rlen, nil, err
@@ -551,6 +556,10 @@ type indexCache struct {
 	maxMeasures int
 	measures    *list.List // of *segMeasure, front = most recent
 	measured    map[segKey]*list.Element
+
+	// scans counts the extends that measured something (a periodic save
+	// of ViewSizesFile is due only when it moved).
+	scans atomic.Uint64
 }
 
 // segMeasure is what an evicted segIndex measured.
@@ -580,7 +589,7 @@ func (c *indexCache) get(k segKey) *segIndex {
 		c.lru.MoveToFront(e)
 		return e.Value.(*segIndex)
 	}
-	x := &segIndex{key: k}
+	x := &segIndex{key: k, scans: &c.scans}
 	c.elems[k] = c.lru.PushFront(x)
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()

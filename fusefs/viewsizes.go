@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,11 +77,12 @@ type viewSizes struct {
 	readOnly bool
 	log      *slog.Logger
 
-	load sync.Once
-	save sync.Once
-	mu   struct {
+	load   sync.Once
+	saving sync.Mutex // one save at a time
+	mu     struct {
 		sync.Mutex
-		saved map[string][]savedEntry // by .log path relative to dir, as read
+		saved map[string][]savedEntry // by .log path relative to dir, as read or last saved
+		file  *os.File                // the file saved holds the blobs of (nil: none)
 	}
 }
 
@@ -165,7 +168,7 @@ func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) (segMeasure, []
 	if !ok || e.cps == 0 {
 		return segMeasure{}, nil, false
 	}
-	cps, err := v.readIndex(e)
+	cps, err := v.readIndex(k, e)
 	if err != nil {
 		v.log.Warn("fusefs: ignoring a saved view index; the segment is scanned", "file", v.path(), "segment", k.seg.LogPath(), "err", err)
 		return segMeasure{}, nil, false
@@ -173,14 +176,16 @@ func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) (segMeasure, []
 	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}, cps, true
 }
 
-// readIndex reads and decodes e's blob, checking it.
-func (v *viewSizes) readIndex(e savedEntry) ([]checkpoint, error) {
-	f, err := os.Open(v.path())
-	if err != nil {
-		return nil, err
+// readIndex reads and decodes e's blob, checking it. e must still be the
+// entry saved for k's segment: a save in between replaces the file.
+func (v *viewSizes) readIndex(k segKey, e savedEntry) ([]checkpoint, error) {
+	v.mu.Lock()
+	var blob []byte
+	err := errors.New("saved again since")
+	if slices.Contains(v.mu.saved[v.rel(k.seg)], e) && v.mu.file != nil {
+		blob, err = readBlob(v.mu.file, e)
 	}
-	defer f.Close()
-	blob, err := readBlob(f, e)
+	v.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +237,12 @@ func (v *viewSizes) read() {
 		v.log.Warn("fusefs: ignoring the saved view sizes; views measure their segments again", "file", v.path(), "err", err)
 		return
 	}
+	f, err := os.Open(v.path())
+	if err != nil {
+		v.log.Warn("fusefs: ignoring the saved view indexes", "file", v.path(), "err", err)
+	}
 	v.mu.Lock()
-	v.mu.saved = saved
+	v.mu.saved, v.mu.file = saved, f
 	v.mu.Unlock()
 }
 
@@ -316,22 +325,33 @@ func (d *tocDecoder) str() string {
 // checkpoints, and the kept measures) and the saved entries still valid,
 // once, unless read-only. Indexes are written one at a time, straight to
 // the file: memory does not grow with the number of segments saved.
-func (v *viewSizes) write(c *indexCache) {
+func (v *viewSizes) write(c *indexCache, level slog.Level) {
 	if v.readOnly {
 		return
 	}
-	v.save.Do(func() {
-		start := time.Now()
-		v.load.Do(v.read)
-		n, err := v.writeFile(c)
-		if err != nil {
-			v.log.Warn("fusefs: could not save view sizes; the next mount measures segments again", "file", v.path(), "err", err)
-			return
-		}
-		if n > 0 {
-			v.log.Info("fusefs: saved view sizes", "entries", n, "took", time.Since(start).Round(time.Millisecond))
-		}
-	})
+	v.saving.Lock()
+	defer v.saving.Unlock()
+	start := time.Now()
+	v.load.Do(v.read)
+	n, err := v.writeFile(c)
+	if err != nil {
+		v.log.Warn("fusefs: could not save view sizes; the next mount measures segments again", "file", v.path(), "err", err)
+		return
+	}
+	if n > 0 {
+		v.log.Log(context.Background(), level, "fusefs: saved view sizes", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// close closes the file the saved entries' blobs are read from (the mount
+// has stopped serving).
+func (v *viewSizes) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mu.file != nil {
+		v.mu.file.Close()
+		v.mu.saved, v.mu.file = nil, nil
+	}
 }
 
 // viewSizesWriter streams a new ViewSizesFile: blobs as they come, then
@@ -343,6 +363,7 @@ type viewSizesWriter struct {
 	count uint32
 	seen  map[string]bool // path + "\x00" + format + hash: one entry each
 	buf   []byte
+	saved map[string][]savedEntry // what the new file holds
 }
 
 func (w *viewSizesWriter) write(p []byte) {
@@ -373,6 +394,7 @@ func (w *viewSizesWriter) add(path string, e savedEntry, blob []byte) {
 	t = binary.LittleEndian.AppendUint32(t, e.blobCRC)
 	w.toc = t
 	w.count++
+	w.saved[path] = append(w.saved[path], e)
 }
 
 // encodeIndex encodes cps[1:] as a blob into buf.
@@ -391,11 +413,11 @@ var errNothingToSave = errors.New("nothing to save")
 
 func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 	v.mu.Lock()
-	saved := v.mu.saved
+	saved, old := v.mu.saved, v.mu.file // old is closed by saves only, which take turns
 	v.mu.Unlock()
-	var count uint32
+	w := &viewSizesWriter{seen: map[string]bool{}, saved: map[string][]savedEntry{}}
 	err := vfs.WriteAtomic(vfs.OS, v.path(), 0o644, func(out io.Writer) error {
-		w := &viewSizesWriter{w: bufio.NewWriterSize(out, 256<<10), seen: map[string]bool{}}
+		w.w = bufio.NewWriterSize(out, 256<<10)
 		w.write([]byte(viewSizesMagic))
 		w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
 		ids := map[string]fileID{}
@@ -431,7 +453,6 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 			w.add(rel, e, blob)
 		}
 		c.eachIndex(mine)
-		var old *os.File // the file being replaced, for its blobs
 		for rel, es := range saved {
 			if id, ok := idOf(rel, filepath.Join(v.dir, rel)); !ok || id != es[0].id {
 				continue
@@ -439,15 +460,10 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 			for _, e := range es {
 				var blob []byte
 				if e.cps > 0 {
-					if old == nil {
-						f, err := os.Open(v.path())
-						if err != nil {
-							return err
-						}
-						defer f.Close()
-						old = f
+					b, err := []byte(nil), errors.New("no file")
+					if old != nil {
+						b, err = readBlob(old, e)
 					}
-					b, err := readBlob(old, e)
 					if err != nil {
 						e.cps = 0 // keep the length, drop the index
 					}
@@ -470,13 +486,26 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 		foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
 		w.write(w.toc)
 		w.write(foot)
-		count = w.count
 		return w.w.Flush()
 	})
 	if errors.Is(err, errNothingToSave) {
 		return 0, nil
 	}
-	return int(count), err
+	if err != nil {
+		return 0, err
+	}
+	// Later lookups and saves read the new file's blobs.
+	f, ferr := os.Open(v.path())
+	v.mu.Lock()
+	v.mu.saved, v.mu.file = w.saved, f
+	if ferr != nil {
+		v.mu.saved, v.mu.file = nil, nil
+	}
+	v.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return int(w.count), ferr
 }
 
 // hashOver identifies the aborted transactions that overlap seg's offsets:

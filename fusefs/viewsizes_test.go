@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +149,63 @@ func TestSavedIndexServesSeeksAfterRemount(t *testing.T) {
 	assert.GreaterOrEqual(t, tr, logSize, "a damaged index is not used")
 	tr, _ = seeks()
 	assert.Less(t, tr, int64(512<<10), "and saved afresh")
+}
+
+// TestViewSizesSavedWhileServing: a writable mount saves ViewSizesFile
+// while it serves (when views measured something new), so a mount that is
+// killed leaves what it measured; and a save that replaces the file while
+// the mount reads saved indexes from it keeps those usable.
+func TestViewSizesSavedWhileServing(t *testing.T) {
+	data := t.TempDir()
+	path := filepath.Join(data, ViewSizesFile)
+	opts := Options{sizesEvery: 10 * time.Millisecond}
+	m := newTestMountWith(t, data, opts)
+	m.sh(t, `for t in b c; do mkdir $MNT/$t && seq -f '%g-0123456789012345678901234567890123456789' 1 60000 > $MNT/$t/0/append; done`)
+	m.sh(t, `tail -n 1 $MNT/b/0/records && tail -n 1 $MNT/c/0/records`) // measured and indexed
+	logs := []string{filepath.Join("b-0", "00000000000000000000.log"), filepath.Join("c-0", "00000000000000000000.log")}
+	var raw []byte
+	require.Eventually(t, func() bool {
+		saved, err := readViewSizes(path)
+		for _, l := range logs {
+			if err != nil || len(saved[l]) != 1 || saved[l][0].cps == 0 {
+				return false
+			}
+		}
+		raw, err = os.ReadFile(path)
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the mount saves while it serves")
+	// A crash after that save: the next mount finds what it wrote, not
+	// what a clean unmount writes.
+	m.unmount()
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	fi, err := os.Stat(filepath.Join(data, logs[0]))
+	require.NoError(t, err)
+	logSize := fi.Size()
+	require.Greater(t, logSize, int64(2<<20))
+
+	m = newTestMountWith(t, data, opts)
+	tailRead := func(topic string) int64 {
+		t.Helper()
+		p := m.partition(t, topic, 0)
+		before := p.Stats().BytesRead
+		assert.Equal(t, "59999-0123456789012345678901234567890123456789\n60000-0123456789012345678901234567890123456789\n",
+			m.sh(t, `tail -n 2 $MNT/`+topic+`/0/records`))
+		return p.Stats().BytesRead - before
+	}
+	assert.Less(t, tailRead("b"), logSize/4, "the saved index serves tail -n after the crash")
+	ino := func() uint64 {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(path, &st))
+		return st.Ino
+	}
+	first := ino()
+	m.sh(t, `stat $MNT/b/0/records.jsonl`) // something new: a save replaces the file
+	require.Eventually(t, func() bool { return ino() != first }, time.Minute, 20*time.Millisecond)
+	assert.Less(t, tailRead("c"), logSize/4, "c's saved index, carried into the new file, is read from it")
+	m.unmount()
+	saved, err := readViewSizes(path)
+	require.NoError(t, err)
+	assert.Len(t, saved[logs[0]], 2, "b: plain and JSON")
+	assert.Len(t, saved[logs[1]], 1, "c: plain")
+	assert.NotZero(t, saved[logs[1]][0].cps, "c keeps its index")
 }
