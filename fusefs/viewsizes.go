@@ -181,8 +181,13 @@ func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) (segMeasure, []
 func (v *viewSizes) readIndex(k segKey, e savedEntry) ([]checkpoint, error) {
 	v.mu.Lock()
 	var blob []byte
-	err := errors.New("saved again since")
-	if slices.Contains(v.mu.saved[v.rel(k.seg)], e) && v.mu.file != nil {
+	var err error
+	switch {
+	case v.mu.file == nil:
+		err = errors.New("the saved file is not open")
+	case !slices.Contains(v.mu.saved[v.rel(k.seg)], e):
+		err = errors.New("saved again since")
+	default:
 		blob, err = readBlob(v.mu.file, e)
 	}
 	v.mu.Unlock()
@@ -323,8 +328,9 @@ func (d *tocDecoder) str() string {
 
 // write saves what c knows (the cached segment indexes, with their
 // checkpoints, and the kept measures) and the saved entries still valid,
-// once, unless read-only. Indexes are written one at a time, straight to
-// the file: memory does not grow with the number of segments saved.
+// unless read-only, and logs it at level. Indexes are written one at a
+// time, straight to the file; the table of what was written is kept for
+// later lookups (about 100 bytes an entry).
 func (v *viewSizes) write(c *indexCache, level slog.Level) {
 	if v.readOnly {
 		return
@@ -350,8 +356,8 @@ func (v *viewSizes) close() {
 	defer v.mu.Unlock()
 	if v.mu.file != nil {
 		v.mu.file.Close()
-		v.mu.saved, v.mu.file = nil, nil
 	}
+	v.mu.saved, v.mu.file = nil, nil
 }
 
 // viewSizesWriter streams a new ViewSizesFile: blobs as they come, then
