@@ -82,6 +82,15 @@ func newFsys(d *engine.LogDir, opts Options) *fsys {
 	return f
 }
 
+// segIndex returns the cached index of k's segment; a fresh one is seeded
+// from ViewSizesFile's saved index for the segment at size limit, if any,
+// so that extending it scans only what that mount did not.
+func (f *fsys) segIndex(k segKey, limit int64, ab *abortedSet) *segIndex {
+	x := f.cache.get(k)
+	x.seed(f.sizes, limit, ab)
+	return x
+}
+
 // errno maps err for operation op (see errno.go).
 func (f *fsys) errno(op string, err error) syscall.Errno { return toErrno(f.log, op, err) }
 

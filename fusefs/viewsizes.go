@@ -31,9 +31,10 @@ import (
 // mounting (ls -l, wc -c) renders the whole partition and the first seek
 // into a segment (tail -n, by-offset/N, less +G) renders that segment.
 //
-// It is written when the mount ends (Server.Wait) and read lazily: its
-// table of entries when a view first needs a segment it has not measured,
-// an entry's index only when a seek needs it. An entry counts only while
+// A read-write mount writes it every viewSizesEvery while its views
+// measure something new, and when it ends (Server.Wait); it is read
+// lazily: its table of entries when a view first needs a segment it has
+// not measured, an entry's index only when a seek needs it. An entry counts only while
 // its segment's .log is the very file measured: same inode, size and
 // modification time, and the same aborted transactions over its offsets;
 // anything else (an append, a compaction, recovery's truncation, a file
@@ -233,30 +234,29 @@ func readBlob(f *os.File, e savedEntry) ([]byte, error) {
 
 // read loads ViewSizesFile's table; a missing file is an empty one, an
 // unreadable one is logged and ignored (the views measure again).
+// The file stays open: the entries' blobs are read from it.
 func (v *viewSizes) read() {
-	saved, err := readViewSizes(v.path())
+	f, err := os.Open(v.path())
 	if errors.Is(err, fs.ErrNotExist) {
 		return
+	}
+	var saved map[string][]savedEntry
+	if err == nil {
+		if saved, err = readViewSizes(f); err != nil {
+			f.Close()
+		}
 	}
 	if err != nil {
 		v.log.Warn("fusefs: ignoring the saved view sizes; views measure their segments again", "file", v.path(), "err", err)
 		return
-	}
-	f, err := os.Open(v.path())
-	if err != nil {
-		v.log.Warn("fusefs: ignoring the saved view indexes", "file", v.path(), "err", err)
 	}
 	v.mu.Lock()
 	v.mu.saved, v.mu.file = saved, f
 	v.mu.Unlock()
 }
 
-func readViewSizes(path string) (map[string][]savedEntry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// readViewSizes reads the table of f, a ViewSizesFile.
+func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -465,15 +465,11 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 			}
 			for _, e := range es {
 				var blob []byte
-				if e.cps > 0 {
-					b, err := []byte(nil), errors.New("no file")
-					if old != nil {
-						b, err = readBlob(old, e)
-					}
-					if err != nil {
-						e.cps = 0 // keep the length, drop the index
-					}
-					blob = b
+				if e.cps > 0 && old != nil {
+					blob, _ = readBlob(old, e)
+				}
+				if blob == nil {
+					e.cps = 0 // keep the length, drop the index
 				}
 				w.add(rel, e, blob)
 			}

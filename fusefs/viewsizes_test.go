@@ -29,7 +29,7 @@ func TestViewSizesSurviveRemount(t *testing.T) {
 	require.Greater(t, segs, 20)
 	m.unmount()
 
-	saved, err := readViewSizes(filepath.Join(data, ViewSizesFile))
+	saved, err := readViewSizesAt(filepath.Join(data, ViewSizesFile))
 	require.NoError(t, err, "the mount saved its view sizes")
 	assert.Len(t, saved, segs, "every segment, the active one included")
 	for path, es := range saved {
@@ -165,7 +165,7 @@ func TestViewSizesSavedWhileServing(t *testing.T) {
 	logs := []string{filepath.Join("b-0", "00000000000000000000.log"), filepath.Join("c-0", "00000000000000000000.log")}
 	var raw []byte
 	require.Eventually(t, func() bool {
-		saved, err := readViewSizes(path)
+		saved, err := readViewSizesAt(path)
 		for _, l := range logs {
 			if err != nil || len(saved[l]) != 1 || saved[l][0].cps == 0 {
 				return false
@@ -203,9 +203,19 @@ func TestViewSizesSavedWhileServing(t *testing.T) {
 	require.Eventually(t, func() bool { return ino() != first }, time.Minute, 20*time.Millisecond)
 	assert.Less(t, tailRead("c"), logSize/4, "c's saved index, carried into the new file, is read from it")
 	m.unmount()
-	saved, err := readViewSizes(path)
+	saved, err := readViewSizesAt(path)
 	require.NoError(t, err)
 	assert.Len(t, saved[logs[0]], 2, "b: plain and JSON")
 	assert.Len(t, saved[logs[1]], 1, "c: plain")
 	assert.NotZero(t, saved[logs[1]][0].cps, "c keeps its index")
+}
+
+// readViewSizesAt reads the table of the ViewSizesFile at path.
+func readViewSizesAt(path string) (map[string][]savedEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readViewSizes(f)
 }

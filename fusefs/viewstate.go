@@ -104,8 +104,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
-		x := st.ps.fsys.cache.get(h.key)
-		x.seed(st.ps.fsys.sizes, size, st.mu.ab)
+		x := st.ps.fsys.segIndex(h.key, size, st.mu.ab)
 		scanned, rlen, bad, err := x.extend(ctx, size, st.mu.ab, st.ps.logCorrupt)
 		if err != nil {
 			return err
@@ -173,9 +172,7 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 	}
 	f, ab := st.ps.fsys, st.mu.ab
 	render := func(j job) {
-		x := f.cache.get(j.h.key)
-		x.seed(f.sizes, j.size, ab)
-		_, _, _, _ = x.extend(ctx, j.size, ab, st.ps.logCorrupt)
+		_, _, _, _ = f.segIndex(j.h.key, j.size, ab).extend(ctx, j.size, ab, st.ps.logCorrupt)
 	}
 	if len(jobs) > 1 && runtime.GOMAXPROCS(0) > 1 {
 		var next atomic.Int64
@@ -582,9 +579,8 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	if !ok {
 		return false
 	}
-	x := st.ps.fsys.cache.get(h.key)
 	ab := st.abSet()
-	x.seed(st.ps.fsys.sizes, h.limit, ab)
+	x := st.ps.fsys.segIndex(h.key, h.limit, ab)
 	if _, _, _, err := x.extend(ctx, h.limit, ab, st.ps.logCorrupt); err != nil {
 		c.err = err
 		return false
