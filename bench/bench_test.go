@@ -34,7 +34,7 @@ func TestQuickEngineTable(t *testing.T) {
 	})
 	require.NoError(t, err, progress.String())
 	require.False(t, tab.Failed(), "%+v", tab.Rows)
-	require.Len(t, tab.Rows, 7) // 2 value sizes × 3 codecs + 1 read row
+	require.Len(t, tab.Rows, 8) // 2 value sizes × 3 codecs + 2 read rows
 	for _, r := range tab.Rows {
 		assert.Greater(t, r.Value.V, 0.0, r.Name)
 		assert.Greater(t, r.Baseline.V, 0.0, r.Name)
@@ -245,7 +245,7 @@ func BenchmarkEngineRead(b *testing.B) {
 	require.NoError(b, err)
 	b.SetBytes(size)
 	for b.Loop() {
-		recs, _, err := readPartition(dir, "t")
+		recs, _, err := readPartition(dir, "t", true)
 		require.NoError(b, err)
 		require.Equal(b, n, recs)
 	}

@@ -15,7 +15,8 @@
 //	engine-append   Partition.Append of 100 B and 1 KiB values, codecs none/lz4/zstd,
 //	                1,000 records per call; baseline: write(2) of the same value
 //	                bytes in the same chunk sizes, same fsync policy
-//	engine-read     a whole partition through Segment.ReadBatch + Batch.Records;
+//	engine-read     a whole partition through engine.Reader, every record decoded
+//	                with Batch.EachRecord, and again as verified batches only;
 //	                baseline: cat of the partition's .log files
 //	cleaner         policies' log cleaner, MB/s of input; baseline: sequential
 //	                read of the same segments
