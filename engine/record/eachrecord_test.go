@@ -259,7 +259,7 @@ func BenchmarkEachRecord(b *testing.B) {
 	}
 }
 
-// checkWindow asserts that decodeWindow, when it accepts the record at
+// checkWindow asserts that decodeRun (through decodeWindow), when it accepts the record at
 // data[s:], agrees with the full decoder decodeRecordInto on every field and
 // on the size; it returns whether decodeWindow accepted it.
 func checkWindow(t *testing.T, data []byte, s int) bool {
@@ -372,4 +372,17 @@ func FuzzDecodeWindow(f *testing.F) {
 		}
 		checkWindow(t, data, s)
 	})
+}
+
+// decodeWindow decodes the one record at data[s:] with decodeRun's fast
+// path into *r (deltas plus baseOff and baseTs) and returns the position
+// after it, or 0 when decodeRun leaves it to the full decoder.
+func decodeWindow(r *Record, data []byte, s int, baseOff, baseTs int64) int {
+	var rs [1]Record
+	next, i, _ := decodeRun(data, s, 0, 1, &runBase{off: baseOff, ts: baseTs}, rs[:], nil, nil)
+	if i == 0 {
+		return 0
+	}
+	*r = rs[0]
+	return next
 }
