@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -19,9 +20,16 @@ import (
 // without), not by the log size; a batch larger than the buffer is read
 // alone into a buffer of its own size.
 //
-// With prefetching (the default) a goroutine reads and verifies the next
-// chunks while the caller decodes the current one; each side polls briefly
-// for the other before blocking (see spinWait).
+// With prefetching (the default) a goroutine reads the next chunks while
+// the caller decodes the current one; each side polls briefly for the other
+// before blocking (see spinWait). With two or more CPUs the two share the
+// CRC checks: the prefetcher checks a sent chunk's batches from the back
+// while it waits for a free buffer, Next checks any batch it reaches first
+// (chunk.verify), so neither side idles while the other has work (measured
+// on 2 CPUs, 1 GiB of 99-byte records decoded with EachRecord: 0.55 of
+// cat's speed in 11 interleaved runs against 0.52 when the prefetcher
+// checked every batch). Either way a batch is checked before Next returns
+// it.
 //
 // A Reader is not safe for concurrent use: one goroutine calls Next and
 // Close. The partition's writer may append concurrently; the reader stops at
@@ -76,6 +84,95 @@ type chunk struct {
 	buf     []byte
 	batches []record.Batch
 	err     error
+
+	// Shared verification (prefetch mode on two or more CPUs): the
+	// prefetcher sends a chunk as soon as it is read and framed, its
+	// batches' CRCs not yet checked. The caller checks each batch it
+	// reaches first; the prefetcher, while it waits for a free buffer,
+	// checks batches from the back. claim packs the two fronts, lo<<32 |
+	// hi: batches [lo, hi) are nobody's yet, and each side moves its own
+	// front by compare-and-swap. The prefetcher stores the outcome for a
+	// batch j >= hi in state[j] (errs[j] first when bad).
+	verify bool
+	seg    *Segment
+	pos    []int64 // batch j's position in seg
+	claim  atomic.Uint64
+	state  []atomic.Uint32
+	errs   []error
+}
+
+// Outcomes of a batch the prefetcher checks (chunk.state).
+const (
+	batchPending uint32 = iota // being checked
+	batchOK
+	batchBad
+)
+
+// openClaims readies c's shared verification (before c is sent).
+func (c *chunk) openClaims() {
+	n := len(c.batches)
+	if cap(c.state) < n {
+		c.state = make([]atomic.Uint32, n)
+		c.errs = make([]error, n)
+	}
+	c.state, c.errs = c.state[:n], c.errs[:n]
+	for j := range n {
+		c.state[j].Store(batchPending)
+		c.errs[j] = nil
+	}
+	c.claim.Store(uint64(n))
+}
+
+// checkFromBack checks c's batches from the back, one at a time, until a
+// free buffer is there to fill or the caller has claimed the rest. It
+// reports whether it found a bad batch (the caller stops at it, or at an
+// earlier one, so nothing after it is needed).
+func (c *chunk) checkFromBack(free chan *chunk) bool {
+	for len(free) == 0 {
+		st := c.claim.Load()
+		lo, hi := uint32(st>>32), uint32(st)
+		if hi <= lo {
+			return false
+		}
+		if !c.claim.CompareAndSwap(st, uint64(lo)<<32|uint64(hi-1)) {
+			continue
+		}
+		j := hi - 1
+		if err := c.batches[j].Verify(); err != nil {
+			c.errs[j] = c.seg.corrupt(c.pos[j], err)
+			c.state[j].Store(batchBad)
+			return true
+		}
+		c.state[j].Store(batchOK)
+	}
+	return false
+}
+
+// check makes batch j (the caller's next) verified: it claims and checks it,
+// or, when the prefetcher has claimed it, waits for its outcome.
+func (c *chunk) check(j int) error {
+	for {
+		st := c.claim.Load()
+		hi := uint32(st)
+		if uint32(j) >= hi {
+			break
+		}
+		if c.claim.CompareAndSwap(st, uint64(j+1)<<32|uint64(hi)) {
+			if err := c.batches[j].Verify(); err != nil {
+				return c.seg.corrupt(c.pos[j], err)
+			}
+			return nil
+		}
+	}
+	for {
+		switch c.state[j].Load() {
+		case batchOK:
+			return nil
+		case batchBad:
+			return c.errs[j]
+		}
+		runtime.Gosched() // one batch's CRC: microseconds
+	}
 }
 
 // NewReader returns a Reader over the snapshot's batches from the batch
@@ -116,6 +213,13 @@ func (p *Partition) NewReader(from int64, opts ReaderOptions) *Reader {
 func (r *Reader) Next() (*record.Batch, error) {
 	for {
 		if r.cur != nil && r.next < len(r.cur.batches) {
+			if r.cur.verify {
+				if err := r.cur.check(r.next); err != nil {
+					// Nothing from the bad batch on; the error is sticky.
+					r.next, r.err = len(r.cur.batches), err
+					return nil, err
+				}
+			}
 			b := &r.cur.batches[r.next]
 			r.next++
 			return b, nil
@@ -158,7 +262,11 @@ func (r *Reader) start() {
 	}
 	oneP := runtime.GOMAXPROCS(0) < 2
 	r.consSpin.off, r.prodSpin.off = oneP, oneP
+	// With two CPUs the CRC checks are shared (chunk.verify): the caller's
+	// decoding and the prefetcher's reads then take about as long each.
+	r.prod.share = !oneP
 	r.wg.Go(func() {
+		var last *chunk // the chunk sent last, whose batches may await checking
 		for {
 			select {
 			case <-r.done: // Close wins over a free buffer
@@ -169,6 +277,9 @@ func (r *Reader) start() {
 			select {
 			case c = <-r.free:
 			default:
+				if last != nil && last.verify && last.checkFromBack(r.free) {
+					return // the caller stops at that bad batch or before
+				}
 				spinPoll(&r.prodSpin, r.free)
 				select {
 				case c = <-r.free:
@@ -177,6 +288,10 @@ func (r *Reader) start() {
 				}
 			}
 			r.prod.fill(c)
+			if c.verify {
+				c.openClaims()
+			}
+			last = c
 			select {
 			case r.full <- c:
 			case <-r.done:
@@ -216,6 +331,9 @@ type producer struct {
 	pos     int64 // next read position in the segment
 	end     int64 // the segment's size when the producer reached it; -1 = not yet
 	stop    bool  // the snapshot's end is reached
+	// share leaves the batches' CRC checks to the chunk's shared
+	// verification (chunk.verify) instead of checking them in fill.
+	share bool
 	// tail holds the bytes at pos that the last read got beyond its last
 	// whole batch (the start of the next batch, in the last filled buffer,
 	// which nobody writes until the producer fills it again): the next read
@@ -249,8 +367,8 @@ func (p *producer) locate() error {
 // segment at a segment's end. c.err is io.EOF at the snapshot's end, an
 // error after the batches when one is bad, else nil.
 func (p *producer) fill(c *chunk) {
-	c.batches = c.batches[:0]
-	c.err = nil
+	c.batches, c.pos = c.batches[:0], c.pos[:0]
+	c.err, c.verify, c.seg = nil, false, nil
 	if !p.located {
 		if c.err = p.locate(); c.err != nil {
 			return
@@ -318,7 +436,7 @@ func (p *producer) readChunk(s *Segment, c *chunk) error {
 		}
 		raw = raw[:size:size]
 		b, err := record.Parse(raw)
-		if err == nil {
+		if err == nil && !p.share {
 			err = b.Verify()
 		}
 		if err != nil {
@@ -330,6 +448,10 @@ func (p *producer) readChunk(s *Segment, c *chunk) error {
 			break
 		}
 		c.batches = append(c.batches, b)
+		if p.share {
+			c.pos = append(c.pos, pos)
+			c.verify, c.seg = true, s
+		}
 		if size > int64(len(data)) { // the big batch read alone
 			p.pos += size
 			return nil

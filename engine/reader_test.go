@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -421,4 +422,102 @@ func TestReaderSpinner(t *testing.T) {
 		spinPoll(&off, ch)
 	}
 	assert.Zero(t, off.misses)
+}
+
+// sharedChunk returns a chunk holding the first n batches of a segment with
+// shared verification open, as the prefetcher sends it, the batches listed
+// in bad with a flipped record byte (their CRC fails), and the partition's
+// snapshot (release it).
+func sharedChunk(t *testing.T, n int, bad ...int) (*chunk, *Snapshot) {
+	t.Helper()
+	p := openTest(t, vfs.OS, filepath.Join(t.TempDir(), "t-0"), testConfig())
+	t.Cleanup(func() { p.Close() })
+	fillTest(t, p, n*10, 10)
+	snap := p.Snapshot()
+	seg := snap.Segments[0]
+	c := &chunk{verify: true, seg: seg}
+	for q, j := int64(0), 0; j < n; j++ {
+		b, err := seg.ReadBatch(q, nil)
+		require.NoError(t, err)
+		b, err = record.Parse(bytes.Clone(b.Raw))
+		require.NoError(t, err)
+		if slices.Contains(bad, j) {
+			b.Raw[record.HeaderSize+3] ^= 0x20
+		}
+		c.batches, c.pos = append(c.batches, b), append(c.pos, q)
+		q += int64(b.Size())
+	}
+	c.openClaims()
+	return c, snap
+}
+
+// TestReaderSharedVerification covers the CRC checks the caller and the
+// prefetcher share: every batch is checked by exactly one side, the caller
+// gets each outcome in order whoever checked it, and a bad batch is
+// reported once with its segment and position.
+func TestReaderSharedVerification(t *testing.T) {
+	empty := make(chan *chunk, 1)
+	t.Run("prefetcher checks from the back, caller the rest", func(t *testing.T) {
+		c, snap := sharedChunk(t, 6, 4)
+		defer snap.Release()
+		require.NoError(t, c.check(0)) // the caller's first batch
+		require.NoError(t, c.check(1))
+		assert.True(t, c.checkFromBack(empty), "finds batch 4 bad")
+		assert.Equal(t, batchOK, c.state[5].Load())
+		assert.Equal(t, batchBad, c.state[4].Load())
+		assert.Equal(t, batchPending, c.state[3].Load(), "stopped at the bad batch")
+		require.NoError(t, c.check(2))
+		require.NoError(t, c.check(3))
+		err := c.check(4)
+		require.ErrorIs(t, err, ErrCorrupt)
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s position %d", c.seg.LogPath(), c.pos[4]))
+		assert.Equal(t, err, c.check(4), "the stored outcome, not a second check")
+		assert.Equal(t, int64(1), snap.Segments[0].stats.corruptions.Load())
+	})
+	t.Run("prefetcher leaves its buffer wait to fill", func(t *testing.T) {
+		c, snap := sharedChunk(t, 4, 2)
+		defer snap.Release()
+		free := make(chan *chunk, 1)
+		free <- &chunk{}
+		assert.False(t, c.checkFromBack(free), "a free buffer: reading comes first")
+		assert.Equal(t, uint64(4), c.claim.Load(), "nothing claimed")
+		require.NoError(t, c.check(0))
+		require.NoError(t, c.check(1))
+		require.ErrorIs(t, c.check(2), ErrCorrupt)
+	})
+	t.Run("caller claimed everything", func(t *testing.T) {
+		c, snap := sharedChunk(t, 3)
+		defer snap.Release()
+		for j := range 3 {
+			require.NoError(t, c.check(j))
+		}
+		assert.False(t, c.checkFromBack(empty))
+		for j := range 3 {
+			assert.Equal(t, batchPending, c.state[j].Load(), "the prefetcher checked nothing")
+		}
+	})
+	t.Run("both at once", func(t *testing.T) {
+		for round := range 200 {
+			bad := round % 9 // 8: none bad
+			c, snap := sharedChunk(t, 8, bad)
+			var wg sync.WaitGroup
+			wg.Go(func() { c.checkFromBack(empty) })
+			first := -1
+			for j := range 8 {
+				if err := c.check(j); err != nil {
+					require.ErrorIs(t, err, ErrCorrupt)
+					first = j
+					break
+				}
+			}
+			wg.Wait()
+			if bad < 8 {
+				assert.Equal(t, bad, first, "round %d", round)
+				assert.Equal(t, int64(1), snap.Segments[0].stats.corruptions.Load(), "round %d: reported once", round)
+			} else {
+				assert.Equal(t, -1, first)
+			}
+			snap.Release()
+		}
+	})
 }
