@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -372,61 +373,64 @@ func appendJSONString(dst []byte, s []byte) []byte {
 // rendered.
 func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int, int, int) {
 	done := 0
-	for done < left && p+2 <= len(data) {
+	size := len(data)
+	base := unsafe.Pointer(unsafe.SliceData(data))
+	for done < left && p+2 <= size {
 		// length
-		u := uint32(data[p])
+		u := uint32(byteAt(base, p))
 		q := p + 1
 		if u >= 0x80 {
-			c := uint32(data[q])
+			c := uint32(byteAt(base, q))
 			if c >= 0x80 {
 				break
 			}
 			u, q = u&0x7f|c<<7, q+1
 		}
-		end := q + int(int32(u>>1)^-int32(u&1))
-		if end-q < minPlainRecord || end > len(data) || data[end-1] != 0 {
+		if u&1 != 0 { // a negative length
 			break
 		}
-		rec := data[q : end-1] // attributes up to the headers count (0); 5 bytes or more
+		end := q + int(u>>1)
+		if end-q < minPlainRecord || end > size || byteAt(base, end-1) != 0 {
+			break
+		}
+		// The record's fields are data[q:re]: attributes up to the
+		// headers count (0), 5 bytes or more, all within data.
+		re := end - 1
 		// attributes, then timestampDelta and offsetDelta, skipped.
-		var ok bool
-		i := 2
-		if rec[1] >= 0x80 {
-			if rec[2] >= 0x80 {
+		i := q + 2
+		if byteAt(base, q+1) >= 0x80 {
+			if byteAt(base, q+2) >= 0x80 {
 				break
 			}
-			i = 3
+			i = q + 3
 		}
-		if i, ok = skipPlainVarint(rec, i); !ok {
+		if i < re && byteAt(base, i) < 0x80 {
+			i++
+		} else if i+1 < re && byteAt(base, i+1) < 0x80 {
+			i += 2
+		} else {
 			break
 		}
-		var v int
-		if i < len(rec) && rec[i] == 1 { // keyLength -1: no key (the usual case)
+		if i < re && byteAt(base, i) == 1 { // keyLength -1: no key (the usual case)
 			i++
 		} else {
-			kl, i2, ok := plainVarint(rec, i)
-			if !ok || kl < -1 || (kl > 0 && kl > len(rec)-i2) {
+			kl, i2, ok := plainVarintAt(base, re, i)
+			if !ok || kl < -1 || kl > re-i2 {
 				break
 			}
 			i = i2 + max(kl, 0)
 		}
-		if i < len(rec) && rec[i] < 0x80 { // valueLength of one byte
-			v = int(int32(rec[i]>>1) ^ -int32(rec[i]&1))
-			i++
-		} else {
-			vl, i2, ok := plainVarint(rec, i)
-			if !ok {
-				break
-			}
-			v, i = vl, i2
+		v, i, ok := plainVarintAt(base, re, i) // valueLength
+		if !ok {
+			break
 		}
 		if v >= 0 {
-			if i+v != len(rec) || v >= len(dst)-n {
+			if i+v != re || v >= len(dst)-n {
 				break
 			}
-			n += copy(dst[n:], rec[i:])
+			n += copy(dst[n:], unsafe.Slice((*byte)(unsafe.Add(base, i)), v))
 		} else {
-			if v < -1 || i != len(rec) || len(null) >= len(dst)-n {
+			if v < -1 || i != re || len(null) >= len(dst)-n {
 				break
 			}
 			n += copy(dst[n:], null)
@@ -437,6 +441,32 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 		done++
 	}
 	return n, p, done
+}
+
+// byteAt is data[i] for putPlainRaw, which checks i against the end of
+// data (or of a record within it) itself.
+func byteAt(base unsafe.Pointer, i int) byte { return *(*byte)(unsafe.Add(base, i)) }
+
+// plainVarintAt is plainVarint over data[:limit] addressed from base (its
+// start) for putPlainRaw: a zig-zag varint of one or two bytes at p; ok is
+// false for anything longer or at or past limit.
+func plainVarintAt(base unsafe.Pointer, limit, p int) (v, next int, ok bool) {
+	if p >= limit {
+		return 0, p, false
+	}
+	u := uint32(*(*byte)(unsafe.Add(base, p)))
+	if u >= 0x80 {
+		p++
+		if p >= limit {
+			return 0, p, false
+		}
+		c := uint32(*(*byte)(unsafe.Add(base, p)))
+		u = u&0x7f | c<<7
+		ok = c < 0x80
+	} else {
+		ok = true
+	}
+	return int(int32(u>>1) ^ -int32(u&1)), p + 1, ok
 }
 
 // measurePlainRaw is the rendered length of all count records of data (an

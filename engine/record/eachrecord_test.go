@@ -12,7 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // collectEach runs EachRecord over b and returns copies of the records it
@@ -265,7 +266,7 @@ func BenchmarkEachRecord(b *testing.B) {
 func checkWindow(t *testing.T, data []byte, s int) bool {
 	t.Helper()
 	var fast Record
-	next := decodeWindow(&fast, guarded(t, data), s, 1000, 5000)
+	next := decodeWindow(&fast, testutil.Guarded(t, data), s, 1000, 5000)
 	var full Record
 	n, err := decodeRecordInto(&full, data[s:], false)
 	if next == 0 {
@@ -328,28 +329,12 @@ func TestDecodeWindow(t *testing.T) {
 	// past the cut: the page after it is unreadable).
 	for cut := range len(good) {
 		var r Record
-		assert.Zero(t, decodeWindow(&r, guarded(t, good[:cut]), 0, 0, 0), "cut at %d", cut)
+		assert.Zero(t, decodeWindow(&r, testutil.Guarded(t, good[:cut]), 0, 0, 0), "cut at %d", cut)
 	}
 	// A position at or past the end is rejected.
 	var r Record
 	assert.Zero(t, decodeWindow(&r, good, len(good), 0, 0))
 	assert.Zero(t, decodeWindow(&r, good, -1, 0, 0))
-}
-
-// guarded returns a copy of data that ends exactly where an unreadable page
-// begins, so that a read past its end (decodeWindow reads through unsafe,
-// without Go's bounds checks) faults instead of passing unnoticed. The copy
-// is unmapped when the test ends.
-func guarded(t testing.TB, data []byte) []byte {
-	page := unix.Getpagesize()
-	size := (len(data)+page-1)/page*page + page
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = unix.Munmap(mem) })
-	require.NoError(t, unix.Mprotect(mem[size-page:], unix.PROT_NONE))
-	g := mem[size-page-len(data) : size-page : size-page]
-	copy(g, data)
-	return g
 }
 
 // appendRecordForTest encodes one record as it sits in a batch body, with

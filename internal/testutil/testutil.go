@@ -1,5 +1,6 @@
-// Package testutil holds file-tree helpers shared by the tests of several
-// packages (engine, tools). Only tests import it.
+// Package testutil holds helpers shared by the tests of several packages:
+// file trees (engine, tools) and guarded buffers (engine/record, fusefs).
+// Only tests import it.
 package testutil
 
 import (
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // CopyTree copies a directory tree (for example a read-only fixture) into
@@ -55,4 +57,21 @@ func TreeState(t testing.TB, dir string) []string {
 	}))
 	sort.Strings(out)
 	return out
+}
+
+// Guarded returns a copy of data that ends exactly where an unreadable page
+// begins, so that a read past its end faults instead of passing unnoticed:
+// for decoders that read through unsafe, without Go's bounds checks. The
+// copy is unmapped when the test ends.
+func Guarded(t testing.TB, data []byte) []byte {
+	t.Helper()
+	page := unix.Getpagesize()
+	size := (len(data)+page-1)/page*page + page
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Munmap(mem) })
+	require.NoError(t, unix.Mprotect(mem[size-page:], unix.PROT_NONE))
+	g := mem[size-page-len(data) : size-page : size-page]
+	copy(g, data)
+	return g
 }
