@@ -126,7 +126,9 @@ func BenchmarkViewRead(b *testing.B) {
 // BenchmarkRenderBatch renders one uncompressed batch of 1000 100-byte
 // records as a plain view, decoded through Batch.RecordsInto (values alias
 // the batch) and through Batch.Records.
-func BenchmarkRenderBatch(b *testing.B) {
+// letterBatch is an uncompressed batch of 1000 records with 100-byte
+// values of letters.
+func letterBatch(b *testing.B) record.Batch {
 	recs := make([]record.Record, 1000)
 	for i := range recs {
 		v := make([]byte, 100)
@@ -135,7 +137,11 @@ func BenchmarkRenderBatch(b *testing.B) {
 		}
 		recs[i] = record.Record{Offset: int64(i), Timestamp: 1700000000000, Value: v}
 	}
-	batch := mustBatch(b, recs)
+	return mustBatch(b, recs)
+}
+
+func BenchmarkRenderBatch(b *testing.B) {
+	batch := letterBatch(b)
 	raw := batch.Raw
 	var (
 		out []byte
@@ -225,20 +231,13 @@ func mustBatch(b *testing.B, recs []record.Record) record.Batch {
 // BenchmarkPutPlainRaw: the plain view's renderer over an uncompressed batch
 // of 1000 records with 100-byte values, into a 1 MiB READ buffer.
 func BenchmarkPutPlainRaw(b *testing.B) {
-	recs := make([]record.Record, 1000)
-	for i := range recs {
-		v := make([]byte, 100)
-		for j := range v {
-			v[j] = 'a' + byte((i+j)%26)
-		}
-		recs[i] = record.Record{Offset: int64(i), Timestamp: 1700000000000, Value: v}
-	}
-	batch := mustBatch(b, recs)
+	batch := letterBatch(b)
 	data := batch.Raw[record.HeaderSize:]
+	count := int(batch.RecordCount)
 	dst := make([]byte, 1<<20)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, p, m := putPlainRaw(dst, 0, data, 0, len(recs), ""); m != len(recs) || p != len(data) {
+		if _, p, m := putPlainRaw(dst, 0, data, 0, count, ""); m != count || p != len(data) {
 			b.Fatalf("rendered %d records to %d", m, p)
 		}
 	}
