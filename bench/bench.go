@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -282,7 +283,7 @@ func Run(ctx context.Context, opts Options) (*Table, error) {
 			f.Close()
 		}()
 	}
-	t := &Table{Quick: opts.Quick, Sizes: r.sizes, Fsync: opts.Fsync, Started: time.Now()}
+	t := &Table{Quick: opts.Quick, Sizes: r.sizes, Fsync: opts.Fsync, Procs: runtime.GOMAXPROCS(0), Started: time.Now()}
 	for _, w := range workloads {
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, w.name) {
 			continue

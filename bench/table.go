@@ -87,6 +87,7 @@ type Table struct {
 	Fsync   bool
 	Rows    []Row
 	Skipped []string // workloads not run (mount rows without a binary)
+	Procs   int      // GOMAXPROCS of the run (the engine rows run in this process)
 	Started time.Time
 	Elapsed time.Duration
 }
@@ -122,7 +123,7 @@ func (t *Table) Print(w io.Writer) {
 	if t.Fsync {
 		fsync = "one fsync at the end of each append run"
 	}
-	fmt.Fprintf(w, "topicfs bench (%s; %s; %d CPUs; %s; %v)\n", mode, fsync, runtime.NumCPU(), t.Started.UTC().Format(time.RFC3339), t.Elapsed.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "topicfs bench (%s; %s; %d CPUs, GOMAXPROCS %d; %s; %v)\n", mode, fsync, runtime.NumCPU(), t.Procs, t.Started.UTC().Format(time.RFC3339), t.Elapsed.Round(100*time.Millisecond))
 	s := t.Sizes
 	fmt.Fprintf(w, "sizes: append=%s mount-append=%s read=%s offset=%s opens=%d rss-read=%s segments=%d keys=%d\n\n",
 		fmtBytes(s.Append), fmtBytes(s.MountAppend), fmtBytes(s.Read), fmtBytes(s.OffsetLarge), s.Opens, fmtBytes(s.RSSRead), s.Segments, s.CleanKeys)
