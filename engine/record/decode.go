@@ -73,33 +73,53 @@ func (b *Batch) records(dst []Record, scratch []byte, alias bool) ([]Record, []b
 	}
 	count := int(b.RecordCount)
 	start := len(dst)
-	dst = slices.Grow(dst, count)
 	// Decode in place: no 88-byte Record copied per record.
-	dst = dst[:start+count]
-	rs := dst[start:]
+	dst = slices.Grow(dst, count)[:start+count]
+	if err := b.decodeAll(data, dst[start:], nil, nil); err != nil {
+		clear(dst[start:])
+		return dst[:start], scratch, err
+	}
+	return dst, scratch, nil
+}
+
+// decodeAll decodes data, the v2 batch's records section, record by record:
+// into rs[i] when rs is not nil (Records, RecordsInto), else into *r with
+// fn called for each (EachRecord; an error from fn is returned as is).
+// decodeRun takes the common records, decodeRecordInto the others.
+func (b *Batch) decodeAll(data []byte, rs []Record, r *Record, fn func(*Record) error) error {
+	count := int(b.RecordCount)
 	base := b.runBase()
 	p, i := 0, 0
 	for {
-		p, i, _ = decodeRun(data, p, i, count, &base, rs, nil, nil)
+		var err error
+		if p, i, err = decodeRun(data, p, i, count, &base, rs, r, fn); err != nil {
+			return err
+		}
 		if i == count {
 			break
 		}
-		r := &rs[i]
-		n, err := decodeRecordInto(r, data[p:], false)
+		rec := r
+		if rs != nil {
+			rec = &rs[i]
+		}
+		n, err := decodeRecordInto(rec, data[p:], rs == nil)
 		if err != nil {
-			clear(dst[start:])
-			return dst[:start], scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
+			return fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
 		}
 		p += n
-		base.resolve(r)
+		base.resolve(rec)
+		if fn != nil {
+			if err := fn(rec); err != nil {
+				return err
+			}
+		}
 		i++
 	}
 	if p != len(data) {
-		clear(dst[start:])
-		return dst[:start], scratch, fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
+		return fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
 			ErrCorrupt, b.BaseOffset, len(data)-p, count)
 	}
-	return dst, scratch, nil
+	return nil
 }
 
 // recordData checks the v2 batch's sizes and returns its (decompressed)
@@ -179,35 +199,8 @@ func (b *Batch) EachRecord(scratch []byte, fn func(*Record) error) ([]byte, erro
 	if err != nil || data == nil {
 		return scratch, err
 	}
-	var (
-		r     Record // one for every record: fn gets its address
-		count = int(b.RecordCount)
-		base  = b.runBase()
-		p, i  = 0, 0
-	)
-	for {
-		if p, i, err = decodeRun(data, p, i, count, &base, nil, &r, fn); err != nil {
-			return scratch, err
-		}
-		if i == count {
-			break
-		}
-		n, err := decodeRecordInto(&r, data[p:], true)
-		if err != nil {
-			return scratch, fmt.Errorf("%w: offset %d: record %d: %w", ErrCorrupt, b.BaseOffset, i, err)
-		}
-		p += n
-		base.resolve(&r)
-		if err := fn(&r); err != nil {
-			return scratch, err
-		}
-		i++
-	}
-	if p != len(data) {
-		return scratch, fmt.Errorf("%w: offset %d: %d bytes after %d records (incorrect declared batch size)",
-			ErrCorrupt, b.BaseOffset, len(data)-p, count)
-	}
-	return scratch, nil
+	var r Record // one for every record: fn gets its address
+	return scratch, b.decodeAll(data, nil, &r, fn)
 }
 
 // errRecord describes a malformed record; Records wraps it with ErrCorrupt.
@@ -344,15 +337,15 @@ func (base *runBase) resolve(r *Record) {
 	}
 }
 
-// decodeRun is the hot path of Records, RecordsInto and EachRecord: from
-// record i at position s of the records section data it decodes one record
-// after another as long as each is the common kind (every varint of one or
-// two bytes, no headers, at least windowSize bytes left in data), with
-// absolute Offset and Timestamp. With dst, record j goes to dst[j] (Headers
-// nil); else every record goes to *r (Headers emptied) and fn is called
-// with it; an error from fn is returned as is. It returns the position and
-// index of the first record it did not decode (i == count when it decoded
-// them all): decodeRecordInto then decodes that one or says what is wrong.
+// decodeRun is decodeAll's hot path: from record i at position s of the
+// records section data it decodes one record after another as long as
+// each is the common kind (every varint of one or two bytes, no headers,
+// at least windowSize bytes left in data), with absolute Offset and
+// Timestamp. With dst, record j goes to dst[j] (Headers nil); else every
+// record goes to *r (Headers emptied) and fn is called with it; an error
+// from fn is returned as is. It returns the position and index of the
+// first record it did not decode (i == count when it decoded them all):
+// decodeRecordInto then decodes that one or says what is wrong.
 // It checks the same framing as decodeRecordInto: the fields, key and value
 // end exactly at the record's last byte, its headersCount 0.
 //
