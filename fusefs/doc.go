@@ -23,7 +23,8 @@
 //   - rmdir TOPIC deletes the topic unless an append or config file of it is
 //     open for writing: then it fails with EBUSY (buffered records would be
 //     lost), after waiting up to a second for handles closed but not yet
-//     released (RELEASE follows close(2) asynchronously). Open views keep reading the segments they hold.
+//     released (RELEASE follows close(2) asynchronously). Open views keep
+//     reading the segments they hold.
 //   - Partitions are added from the shell with `mkdir TOPIC/N` where N is the
 //     current partition count, or by writing num.partitions=N to config.
 //     Partitions never shrink (EINVAL).

@@ -448,8 +448,9 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 func byteAt(base unsafe.Pointer, i int) byte { return *(*byte)(unsafe.Add(base, i)) }
 
 // plainVarintAt is plainVarint over data[:limit] addressed from base (its
-// start) for putPlainRaw: a zig-zag varint of one or two bytes at p; ok is
-// false for anything longer or at or past limit.
+// start), for putPlainRaw: a zig-zag varint of one or two bytes at p; ok
+// is false for anything longer or at or past limit (v and next are then
+// meaningless).
 func plainVarintAt(base unsafe.Pointer, limit, p int) (v, next int, ok bool) {
 	if p >= limit {
 		return 0, p, false
@@ -476,6 +477,7 @@ func plainVarintAt(base unsafe.Pointer, limit, p int) (v, next int, ok bool) {
 // exactly at the end of data; the caller then measures the decoded
 // records (and gets any decoding error).
 func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
+	base := unsafe.Pointer(unsafe.SliceData(data))
 	p := 0
 	for range count {
 		if p+2 > len(data) {
@@ -503,12 +505,12 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 		if q, ok = skipPlainVarint(rec, q); !ok {
 			return 0, false
 		}
-		kl, q2, ok := plainVarint(rec, q)
+		kl, q2, ok := plainVarintAt(base, len(rec), q)
 		if !ok || kl < -1 || (kl > 0 && kl > len(rec)-q2) {
 			return 0, false
 		}
 		q = q2 + max(kl, 0)
-		vl, q2, ok := plainVarint(rec, q)
+		vl, q2, ok := plainVarintAt(base, len(rec), q)
 		if !ok || vl < -1 || q2+max(vl, 0) != len(rec) {
 			return 0, false
 		}
@@ -541,16 +543,5 @@ func skipPlainVarint(b []byte, q int) (next int, ok bool) {
 // plainVarint reads a zig-zag varint of one or two bytes at b[p:]; ok is
 // false for anything longer or past the end.
 func plainVarint(b []byte, p int) (v, next int, ok bool) {
-	if p >= len(b) {
-		return 0, p, false
-	}
-	u := uint32(b[p])
-	if u >= 0x80 {
-		if p+1 >= len(b) || b[p+1] >= 0x80 {
-			return 0, p, false
-		}
-		u = u&0x7f | uint32(b[p+1])<<7
-		p++
-	}
-	return int(int32(u>>1) ^ -int32(u&1)), p + 1, true
+	return plainVarintAt(unsafe.Pointer(unsafe.SliceData(b)), len(b), p)
 }

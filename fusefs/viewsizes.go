@@ -34,11 +34,12 @@ import (
 // A read-write mount writes it every viewSizesEvery while its views
 // measure something new, and when it ends (Server.Wait); it is read
 // lazily: its table of entries when a view first needs a segment it has
-// not measured, an entry's index only when a seek needs it. An entry counts only while
-// its segment's .log is the very file measured: same inode, size and
-// modification time, and the same aborted transactions over its offsets;
-// anything else (an append, a compaction, recovery's truncation, a file
-// replaced behind the mount) makes the view measure the segment again.
+// not measured, an entry's index only when a seek needs it. An entry
+// counts only while its segment's .log is the very file measured: same
+// inode, size and modification time, and the same aborted transactions
+// over its offsets; anything else (an append, a compaction, recovery's
+// truncation, a file replaced behind the mount) makes the view measure
+// the segment again.
 // Kafka ignores the file (not a partition directory); deleting it costs
 // one rendering of each segment when views next need it.
 //
@@ -158,7 +159,12 @@ func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, boo
 // find), without its index.
 func (v *viewSizes) measure(k segKey, limit int64, ab *abortedSet) (segMeasure, bool) {
 	e, ok := v.find(k, limit, ab)
-	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}, ok
+	return e.measure(k, limit), ok
+}
+
+// measure is e's measure of k's segment, which find matched at size limit.
+func (e savedEntry) measure(k segKey, limit int64) segMeasure {
+	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}
 }
 
 // index returns the saved measure and position index of k's segment (see
@@ -174,7 +180,7 @@ func (v *viewSizes) index(k segKey, limit int64, ab *abortedSet) (segMeasure, []
 		v.log.Warn("fusefs: ignoring a saved view index; the segment is scanned", "file", v.path(), "segment", k.seg.LogPath(), "err", err)
 		return segMeasure{}, nil, false
 	}
-	return segMeasure{key: k, scanned: limit, rlen: e.rendered, abHash: e.abHash}, cps, true
+	return e.measure(k, limit), cps, true
 }
 
 // readIndex reads and decodes e's blob, checking it. e must still be the

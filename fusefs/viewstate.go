@@ -171,25 +171,21 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 		jobs = append(jobs, job{h, size})
 	}
 	f, ab := st.ps.fsys, st.mu.ab
-	render := func(j job) {
-		_, _, _, _ = f.segIndex(j.h.key, j.size, ab).extend(ctx, j.size, ab, st.ps.logCorrupt)
+	workers := min(measureWorkers, len(jobs))
+	if runtime.GOMAXPROCS(0) < 2 {
+		workers = min(workers, 1)
 	}
-	if len(jobs) > 1 && runtime.GOMAXPROCS(0) > 1 {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(measureWorkers, len(jobs)) {
-			wg.Go(func() {
-				for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
-					render(jobs[k])
-				}
-			})
-		}
-		wg.Wait()
-	} else {
-		for _, j := range jobs {
-			render(j)
-		}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
+				j := jobs[k]
+				_, _, _, _ = f.segIndex(j.h.key, j.size, ab).extend(ctx, j.size, ab, st.ps.logCorrupt)
+			}
+		})
 	}
+	wg.Wait()
 	for _, j := range jobs {
 		st.knownLocked(j.h, j.size)
 	}
