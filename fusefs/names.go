@@ -79,6 +79,12 @@ var relUnits = []struct {
 // maxRelMs bounds relative times to about 290 years so resolve never overflows.
 const maxRelMs = int64(1) << 53
 
+// maxRelDigits is the most digits a number of a relative name may have:
+// those of maxRelMs, so that every relative time, written in ms as String
+// does, parses back (a larger number is refused by the maxRelMs bound), and
+// no number overflows ParseInt.
+const maxRelDigits = 16 // len("9007199254740992")
+
 // parseByTime parses a by-time/ entry name, optionally followed by ".jsonl":
 //
 //	1700000000000              epoch milliseconds
@@ -103,7 +109,7 @@ func parseByTime(name string) (timeSpec, bool, error) {
 			for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
 				i++
 			}
-			if i == 0 || i > 15 {
+			if i == 0 || i > maxRelDigits {
 				return bad()
 			}
 			n, _ := strconv.ParseInt(rest[:i], 10, 64)

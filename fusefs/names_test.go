@@ -132,3 +132,21 @@ func TestParseByTimeBeforeEpochRefused(t *testing.T) {
 	_, _, err := parseByTime("0001-01-01T00:00:00Z")
 	require.ErrorIs(t, err, errParse)
 }
+
+// TestParseByTimeCanonicalRoundTrip: the largest relative times, written
+// in ms as String writes them (16 digits), parse back; a 17-digit number is
+// refused. FuzzParseByTime found "-1000000000h" (3.6e15 ms) whose
+// canonical name did not parse when numbers were held to 15 digits.
+func TestParseByTimeCanonicalRoundTrip(t *testing.T) {
+	for _, name := range []string{"-1000000000h", "-9007199254740992ms", "-14892w"} {
+		spec, _, err := parseByTime(name)
+		require.NoError(t, err, name)
+		back, _, err := parseByTime(spec.String())
+		require.NoError(t, err, "%s -> %s", name, spec)
+		assert.Equal(t, spec, back)
+	}
+	_, _, err := parseByTime("-9007199254740993ms")
+	require.ErrorIs(t, err, errParse, "past maxRelMs")
+	_, _, err = parseByTime("-10000000000000000ms")
+	require.ErrorIs(t, err, errParse, "17 digits")
+}
