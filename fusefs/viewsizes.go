@@ -51,6 +51,17 @@ import (
 // i64, checkpoints u32 (0: no index saved), blob offset i64, blob length
 // u32, blob CRC-32C u32. A blob holds checkpoints 1.. as uvarint deltas
 // (rendered position, file position) from the one before ({0, 0}).
+// As a diagram (docs/FORMATS.md §8.4):
+//
+//	+--------+-------------+-----------+-----------+----------------------+
+//	| "TFVS" | version u32 | blobs ... | table ... | footer (28 bytes)    |
+//	+--------+-------------+-----------+-----------+----------------------+
+//	footer: tableOffset u64 | tableLen u32 | entries u32 | tableCRC u32 |
+//	        "TFVS" | version u32
+//	entry:  pathLen u16 | path | formatLen u16 | format | logSize i64 |
+//	        inode u64 | mtimeNs i64 | abortHash u64 | rendered i64 |
+//	        checkpoints u32 | blobOffset i64 | blobLen u32 | blobCRC u32
+//	blob:   { Δrendered uvarint | Δlog uvarint } × (checkpoints - 1)
 const ViewSizesFile = "topicfs-view-sizes"
 
 const (

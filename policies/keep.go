@@ -93,7 +93,7 @@ func (t *txnTracker) onDataBatch(producerID, lastOffset int64, transactional boo
 	return false
 }
 
-// Control record types (kafka-formats.md §1.6); part of the format.
+// Control record types (docs/FORMATS.md §2.7); part of the format.
 const (
 	controlAbort  = 0
 	controlCommit = 1

@@ -199,8 +199,9 @@ func putSizes(sp *[]int32) {
 	}
 }
 
-// appendRecord appends r's v2 encoding (length varint first); size is its
-// recordBodySize, computed once in Encode's first pass.
+// appendRecord appends r's v2 encoding (length varint first; the layout is
+// drawn in decode.go and docs/FORMATS.md §2.4); size is its recordBodySize,
+// computed once in Encode's first pass.
 func appendRecord(b []byte, r *Record, baseOffset, baseTs int64, size int32) []byte {
 	b = appendVarint(b, size)
 	b = append(b, 0) // attributes
@@ -624,7 +625,9 @@ func (spec BatchSpec) attributes(codec Codec, horizon bool) uint16 {
 	return attrs
 }
 
-// putHeader writes every field of the v2 batch header h but the CRC.
+// putHeader writes every field of the v2 batch header h but the CRC (the
+// 61-byte layout is drawn above the field offsets in batch.go and in
+// docs/FORMATS.md §2.2).
 func (spec BatchSpec) putHeader(h []byte, attrs uint16, length int, lastDelta int32, baseTs, maxTs int64, count int) {
 	be := binary.BigEndian
 	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
