@@ -79,8 +79,7 @@ func (s *Server) Wait() {
 	s.finish.Do(func() {
 		close(s.stop)
 		<-s.stopped
-		s.f.sizes.write(s.f.cache, slog.LevelInfo)
-		s.f.sizes.close()
+		s.finalSave()
 	})
 }
 

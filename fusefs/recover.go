@@ -210,6 +210,18 @@ func (f *fsys) requestPanic(v any) fuse.Status {
 	return fuse.EIO
 }
 
+// finalSave is Wait's last ViewSizesFile save; a panic in it is logged and
+// the data directory still closes cleanly (the file is only a cache).
+func (s *Server) finalSave() {
+	defer func() {
+		if v := recover(); v != nil {
+			panics.Recovered(s.f.log, "viewsizes", "save", v, debug.Stack())
+		}
+	}()
+	s.f.sizes.write(s.f.cache, slog.LevelInfo)
+	s.f.sizes.close()
+}
+
 // newSafeFS wraps raw (see safeFS), logging to log.
 func newSafeFS(raw fuse.RawFileSystem, log *slog.Logger) fuse.RawFileSystem {
 	fallbackLog.Store(log)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -363,4 +364,25 @@ func TestWorkAheadPanicWakesTaker(t *testing.T) {
 	assert.Equal(t, int64(1), reported.Load())
 	assert.False(t, w.idle(), "a failed workAhead starts no goroutine again")
 	w.close(func(int) {})
+}
+
+// BenchmarkSafeFSOverhead measures what the request boundary costs a
+// READ: the wrapped call against the bare one.
+func BenchmarkSafeFSOverhead(b *testing.B) {
+	raw := fuse.NewDefaultRawFileSystem()
+	in := &fuse.ReadIn{}
+	buf := make([]byte, 4096)
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			raw.Read(nil, in, buf)
+		}
+	})
+	b.Run("safeFS", func(b *testing.B) {
+		s := &safeFS{fs: raw, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Read(nil, in, buf)
+		}
+	})
 }
