@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,4 +386,41 @@ func BenchmarkSafeFSOverhead(b *testing.B) {
 			s.Read(nil, in, buf)
 		}
 	})
+}
+
+// TestSafeFSRecoversEveryOperation calls every request method of safeFS
+// over a file system whose every method panics (a nil interface): none
+// lets the panic through, each answers EIO where it has a status, and each
+// is counted.
+func TestSafeFSRecoversEveryOperation(t *testing.T) {
+	type panicking struct{ fuse.RawFileSystem }
+	logs := &syncBuf{}
+	s := &safeFS{fs: panicking{}, log: slog.New(slog.NewTextHandler(logs, nil))}
+	v := reflect.ValueOf(s)
+	status := reflect.TypeOf(fuse.Status(0))
+	calls := 0
+	for i := 0; i < v.NumMethod(); i++ {
+		m := v.Type().Method(i)
+		switch m.Name {
+		case "String", "SetDebug", "Init": // not requests
+			continue
+		}
+		ft := m.Type
+		args := []reflect.Value{v}
+		for j := 1; j < ft.NumIn(); j++ {
+			if in := ft.In(j); in.Kind() == reflect.Pointer {
+				args = append(args, reflect.New(in.Elem()))
+			} else {
+				args = append(args, reflect.Zero(in))
+			}
+		}
+		var out []reflect.Value
+		require.NotPanics(t, func() { out = m.Func.Call(args) }, m.Name)
+		calls++
+		if n := len(out); n > 0 && out[n-1].Type() == status {
+			assert.Equal(t, fuse.EIO, out[n-1].Interface(), m.Name)
+		}
+	}
+	assert.Equal(t, calls, strings.Count(logs.String(), "recovered from a panic"), "each operation logs its panic")
+	assert.Greater(t, calls, 40, "every request method of fuse.RawFileSystem")
 }
