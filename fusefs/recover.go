@@ -38,8 +38,8 @@ import (
 func errPanic(e *panics.Error) error { return fmt.Errorf("%w (%w)", syscall.EIO, e) }
 
 // panicHook, set by tests only, is called at the points named by op
-// ("lookup", "getattr", "open", "read", "readahead", "write", "append-job",
-// "linger", "notify") with the path (below the mount root) of the file or
+// ("lookup", "getattr", "open", "read", "readahead", "measure", "write",
+// "append-job", "linger", "notify") with the path (below the mount root) of the file or
 // directory being served; it injects a panic by panicking.
 var panicHook atomic.Pointer[func(op, path string)]
 

@@ -424,3 +424,18 @@ func TestSafeFSRecoversEveryOperation(t *testing.T) {
 	assert.Equal(t, calls, strings.Count(logs.String(), "recovered from a panic"), "each operation logs its panic")
 	assert.Greater(t, calls, 40, "every request method of fuse.RawFileSystem")
 }
+
+// TestPanicInMeasureWorker: the workers measuring a view's segments
+// panic; each is logged and counted, and the view is still measured and
+// read right (by the request itself).
+func TestPanicInMeasureWorker(t *testing.T) {
+	m := mountLogged(t, map[string]string{"segment.bytes": "4096"}, Options{})
+	m.sh(t, `mkdir "$MNT/many" && seq 1 5000 > "$MNT/many/0/append"`)
+	want := m.sh(t, `seq 1 5000 | md5sum`)
+	before := panics.CountOf("measure", "render")
+	_, injected := injectPanic(t, "measure", is("many/0"))
+	assert.Equal(t, want, m.sh(t, `cat "$MNT/many/0/records" | md5sum`))
+	require.Positive(t, injected.Load(), "the view's segments were measured by workers")
+	assert.Equal(t, injected.Load(), panics.CountOf("measure", "render")-before)
+	assertLogged(t, m.logs, "measure", "(*viewState).settleWholeLocked", "render")
+}

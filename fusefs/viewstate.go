@@ -182,6 +182,7 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 			defer st.ps.catchMeasure()
 			for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
 				j := jobs[k]
+				testPanicPart("measure", st.ps.p)
 				_, _, _, _ = f.segIndex(j.h.key, j.size, ab).extend(ctx, j.size, ab, st.ps.logCorrupt)
 			}
 		})
