@@ -22,6 +22,10 @@ type workAhead[T any] struct {
 	waiting bool  // take waits on ready for the item being made
 	ready   chan struct{}
 	wg      sync.WaitGroup
+	// failed is set after produce panicked: the goroutine never starts
+	// again, and the consumer makes its items itself (recover.go).
+	failed  bool
+	onPanic func(v any, stack []byte) // reports such a panic; set before the first start
 }
 
 // aheadDepth is how many items a workAhead makes ahead of its consumer.
@@ -72,7 +76,7 @@ func (w *workAhead[T]) idle() bool {
 }
 
 func (w *workAhead[T]) idleLocked() bool {
-	return !w.closed && !w.running && w.count < aheadDepth && (w.count == 0 || !w.ended)
+	return !w.closed && !w.failed && !w.running && w.count < aheadDepth && (w.count == 0 || !w.ended)
 }
 
 // start makes sure the goroutine runs: from pos if nothing waits, else
@@ -105,8 +109,12 @@ func (w *workAhead[T]) run(produce produceFunc[T], drop func(T)) {
 	for w.next >= 0 && w.count < len(w.ring) {
 		pos := w.next
 		w.mu.Unlock()
-		it, next, more := produce(pos)
+		it, next, more, ok := w.produceGuarded(produce, pos)
 		w.mu.Lock()
+		if !ok {
+			w.failed, w.next = true, -1
+			break
+		}
 		if w.next != pos {
 			drop(it) // a seek, a stop or a close meanwhile
 			break

@@ -116,6 +116,7 @@ func (a *appendNode) Write(ctx context.Context, f fs.FileHandle, data []byte, of
 	if !ok {
 		return 0, syscall.EBADF
 	}
+	testPanic("write", &a.Inode, "")
 	return h.write(data)
 }
 
@@ -872,7 +873,7 @@ func (h *appendHandle) start(job *appendJob) {
 		if prev != nil {
 			<-prev
 		}
-		job.run()
+		h.runJob(job)
 		close(job.done)
 	}()
 }
@@ -881,7 +882,7 @@ func (h *appendHandle) start(job *appendJob) {
 // returns its error (or theirs). The caller holds h.mu.
 func (h *appendHandle) runNow(job *appendJob) error {
 	first := h.reapAll()
-	job.run()
+	h.runJob(job)
 	close(job.done)
 	h.jobs = append(h.jobs, job)
 	if err := h.reap(); first == nil {
@@ -1050,6 +1051,8 @@ func (h *appendHandle) appendAll() error {
 func (h *appendHandle) lingerFlush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.catchLinger()
+	testPanicName("linger", h.topicName())
 	h.timer = nil
 	if err := h.appendAll(); err != nil && h.err == nil {
 		h.err = err

@@ -79,8 +79,7 @@ func (s *Server) Wait() {
 	s.finish.Do(func() {
 		close(s.stop)
 		<-s.stopped
-		s.f.sizes.write(s.f.cache, slog.LevelInfo)
-		s.f.sizes.close()
+		s.finalSave()
 	})
 }
 
@@ -125,6 +124,9 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 		MaxBackground: 64,
 		// Views use direct I/O (see viewNode.Open); let them be mmapped.
 		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		// A panic outside the operations safeFS wraps (go-fuse's own
+		// request handling) is logged and counted like theirs.
+		PanicHandler: f.requestPanic,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -145,7 +147,7 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 		// mode 0000, which go-fuse would otherwise turn into 0644.
 		NullPermissions: true,
 	}
-	raw := fs.NewNodeFS(newRoot(f), fsOpts)
+	raw := newSafeFS(fs.NewNodeFS(newRoot(f), fsOpts), f.log)
 	if opts.OpLatency != nil {
 		raw = &timedFS{RawFileSystem: raw, observe: opts.OpLatency}
 	}
@@ -158,6 +160,6 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
 	}
 	s := &Server{Server: srv, f: f, stop: make(chan struct{}), stopped: make(chan struct{})}
-	go s.saveSizes(cmp.Or(opts.sizesEvery, viewSizesEvery))
+	go s.saveSizesGuarded(cmp.Or(opts.sizesEvery, viewSizesEvery))
 	return s, nil
 }

@@ -30,6 +30,7 @@ type partState struct {
 		stop    chan struct{}
 		kick    chan struct{}   // wakes the notifier for a waiting closer
 		waiters []chan struct{} // closed after the next notification round
+		failed  bool            // the notifier panicked: none runs again (recover.go)
 	}
 }
 
@@ -77,11 +78,11 @@ func (ps *partState) watch(v *viewNode) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.mu.views[v] = struct{}{}
-	if !ps.mu.running {
+	if !ps.mu.running && !ps.mu.failed {
 		ps.mu.running = true
 		ps.mu.stop = make(chan struct{})
 		ps.mu.kick = make(chan struct{}, 1)
-		go ps.notifier(ps.mu.stop, ps.mu.kick)
+		go ps.runNotifier(ps.mu.stop, ps.mu.kick)
 	}
 }
 
@@ -166,6 +167,7 @@ func (ps *partState) releaseWaiters() {
 // views the kernel knows but nobody has open, whose size it cannot know
 // without rendering.
 func (ps *partState) notifyViews(grew bool) {
+	testPanicPart("notify", ps.p)
 	ps.mu.Lock()
 	views := make([]*viewNode, 0, len(ps.mu.views))
 	for v := range ps.mu.views {

@@ -36,6 +36,7 @@ var partitionEntries = []struct {
 }
 
 func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	testPanic("lookup", &p.Inode, name)
 	if _, _, err := p.fsys.partition(p.loc); err != nil {
 		return nil, syscall.ENOENT
 	}

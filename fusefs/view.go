@@ -125,6 +125,7 @@ func (v *viewNode) openState() *viewState {
 }
 
 func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	testPanic("getattr", &v.Inode, "")
 	var size int64
 	if st := v.openState(); st != nil {
 		_, s, err := st.refresh(ctx)
@@ -175,7 +176,7 @@ func (v *viewNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAtt
 // sequential reader.
 type viewHandle struct {
 	// mu guards cur; whoever renders (Read or the read-ahead goroutine)
-	// holds it.
+	// holds it (render).
 	mu  sync.Mutex
 	cur cursor
 
@@ -264,9 +265,7 @@ func (h *viewHandle) startAhead(st *viewState, end int64, n int) {
 	}
 	h.ahead.start(end, func(off int64) (readAhead, int64, bool) {
 		a := readAhead{off: off, buf: getBuf(n)}
-		h.mu.Lock()
-		a.n, a.err = st.read(context.Background(), &h.cur, a.buf, off)
-		h.mu.Unlock()
+		a.n, a.err = h.render(context.Background(), st, a.buf, off, "readahead")
 		next := off + int64(a.n)
 		return a, next, a.err == nil && a.n == n && next < st.size()
 	}, dropAhead)
@@ -297,6 +296,7 @@ func (h *viewHandle) stop() {
 // is rendered while the kernel copies the current one (viewHandle).
 // MAP_SHARED mmap still works (CAP_DIRECT_IO_ALLOW_MMAP).
 func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	testPanic("open", &v.Inode, "")
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if v.fsys.opts.ReadOnly {
 			return nil, 0, syscall.EROFS
@@ -313,7 +313,7 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		v.mu.st, v.mu.ps = st, ps
 	}
 	v.mu.opens++
-	return &viewHandle{}, fuse.FOPEN_DIRECT_IO, 0
+	return (&viewHandle{}).guard(v), fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Read serves a READ of the view. A sequential reader's next chunk is
@@ -345,9 +345,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 				// Top up from the cursor, which stands at off+n: the
 				// request is larger, or the view grew since.
 				a.buf = a.buf[:len(dest)]
-				h.mu.Lock()
-				k, _ := st.read(ctx, &h.cur, a.buf[n:], off+int64(n))
-				h.mu.Unlock()
+				k, _ := h.render(ctx, st, a.buf[n:], off+int64(n), "read")
 				n += k
 			}
 			res = &aheadResult{buf: a.buf, n: n}
@@ -356,9 +354,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 		}
 	}
 	if res == nil {
-		h.mu.Lock()
-		k, err := st.read(ctx, &h.cur, dest, off)
-		h.mu.Unlock()
+		k, err := h.render(ctx, st, dest, off, "read")
 		if err != nil && k == 0 {
 			return nil, v.fsys.errno("read", err)
 		}

@@ -179,8 +179,10 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			defer st.ps.catchMeasure()
 			for k := next.Add(1) - 1; k < int64(len(jobs)) && ctx.Err() == nil; k = next.Add(1) - 1 {
 				j := jobs[k]
+				testPanicPart("measure", st.ps.p)
 				_, _, _, _ = f.segIndex(j.h.key, j.size, ab).extend(ctx, j.size, ab, st.ps.logCorrupt)
 			}
 		})

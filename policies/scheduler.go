@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/internal/panics"
 )
 
 // Options configures a Scheduler. The zero value means defaults.
@@ -80,6 +81,9 @@ type partState struct {
 	// tick (Kafka marks such a log uncleanable until restart).
 	cleanAfter time.Time
 	cleanWhy   string // why it waits until cleanAfter
+	// stopped: a task of this partition panicked; its policies no longer
+	// run (recover.go).
+	stopped *PoliciesStopped
 }
 
 // initialRetentionDelay bounds the wait before a partition's first
@@ -222,7 +226,7 @@ func (s *Scheduler) housekeeping(force bool) error {
 		if s.ctx.Err() != nil && !force {
 			return nil
 		}
-		if err := s.housekeepPartition(p, force); err != nil {
+		if err := s.housekeepGuarded(p, force); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -352,6 +356,10 @@ func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRu
 		s.mu.Unlock()
 		return nil, errors.New("policies: partition is being cleaned")
 	}
+	if st.stopped != nil {
+		s.mu.Unlock()
+		return nil, errStopped
+	}
 	st.cleaning = true
 	s.mu.Unlock()
 	return s.runClean(p, force)
@@ -369,22 +377,25 @@ func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRu
 	}
 	var cands []cand
 	for _, p := range s.d.Partitions() {
-		if skip[p] {
+		if skip[p] || s.policiesStopped(p) {
 			continue
 		}
-		cfg := p.Config()
-		if !HasPolicy(cfg.CleanupPolicy, "compact") {
-			continue
-		}
-		c := CleanableRange(p.Segments(), cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
-		if c.Eligible(cfg) && !s.backingOff(p, now) {
-			cands = append(cands, cand{p, c.Ratio, false})
-		} else if s.tombstonesDue(p, now) && !s.backingOff(p, now) {
-			// Kafka waits for the dirty ratio; topicfs also cleans when the
-			// tombstones the last run kept have passed their delete horizon,
-			// so a quiet compacted topic does lose them.
-			cands = append(cands, cand{p, c.Ratio, true})
-		}
+		_ = s.guard(p, "cleaner", func() error {
+			cfg := p.Config()
+			if !HasPolicy(cfg.CleanupPolicy, "compact") {
+				return nil
+			}
+			c := CleanableRange(p.Segments(), cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
+			if c.Eligible(cfg) && !s.backingOff(p, now) {
+				cands = append(cands, cand{p, c.Ratio, false})
+			} else if s.tombstonesDue(p, now) && !s.backingOff(p, now) {
+				// Kafka waits for the dirty ratio; topicfs also cleans when the
+				// tombstones the last run kept have passed their delete horizon,
+				// so a quiet compacted topic does lose them.
+				cands = append(cands, cand{p, c.Ratio, true})
+			}
+			return nil
+		})
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].ratio > cands[j].ratio })
 	s.mu.Lock()
@@ -446,7 +457,7 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 		s.mu.Unlock()
 		return nil, errAbandoned
 	}
-	run, err := c.clean(s.ctx, p, s.now(), force)
+	run, err := s.cleanGuarded(c, p, force)
 	s.cleaners <- c
 
 	s.mu.Lock()
@@ -464,6 +475,7 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 	s.mu.Unlock()
 	switch {
 	case err == nil:
+	case errors.As(err, new(*panics.Error)): // logged; the partition's policies stopped
 	case errors.Is(err, errAbandoned):
 		s.log.Info("cleaning abandoned", "topic", p.Topic(), "partition", p.ID(), "why", err)
 	case errors.Is(err, errOpenTxn):
@@ -524,6 +536,10 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 		run := *st.last
 		out.LastCleaning = &run
 	}
+	if st.stopped != nil {
+		stopped := *st.stopped
+		out.PoliciesStopped = &stopped
+	}
 	cleaning := st.cleaning
 	cleanAfter, cleanWhy := st.cleanAfter, st.cleanWhy
 	s.mu.Unlock()
@@ -536,6 +552,9 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 	}
 	out.CleanerExplanation = why[0]
 	out.Explanations = append([]string{out.RetentionExplanation}, why...)
+	if out.PoliciesStopped != nil {
+		out.Explanations = append([]string{stoppedExplanation(out.PoliciesStopped)}, out.Explanations...)
+	}
 	return out
 }
 

@@ -19,6 +19,10 @@ type PartitionState struct {
 	Cleanings              int64        `json:"cleanings"`
 	LastCleaning           *CleaningRun `json:"last_cleaning,omitempty"`
 
+	// PoliciesStopped is set when a task of the partition panicked: its
+	// background policies (rolls, retention, flush, cleaning) stopped.
+	PoliciesStopped *PoliciesStopped `json:"policies_stopped,omitempty"`
+
 	// Retention.
 	LastRetentionCheck   time.Time `json:"last_retention_check,omitzero"`
 	NextRetentionCheck   time.Time `json:"next_retention_check,omitzero"`

@@ -146,6 +146,7 @@ func startMetrics(addr string, d *engine.LogDir, state func(string, int) (polici
 	}, []string{"op"})
 	reg.MustRegister(
 		newLogDirCollector(d, state),
+		newPanicCollector(),
 		opDur,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
