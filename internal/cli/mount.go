@@ -110,23 +110,9 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		}
 	}
 
-	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
-	if err != nil {
-		return e.usageErr(cmd, "%v", err)
-	}
-	umask, err := parseUmask(o.umask)
-	if err != nil {
-		return e.usageErr(cmd, "%v", err)
-	}
-	if o.pprof && o.metricsAddr == "" {
-		return e.usageErr(cmd, "--pprof needs --metrics-addr")
-	}
-	mc, err := LoadMountConfig(o.config)
-	if err != nil {
-		return e.fail(cmd, "%v", err)
-	}
-	if err := mc.Defaults.CheckCleanerMemory(physicalMemory()); err != nil {
-		return e.fail(cmd, "config %s: %s", mc.Source, engineMsg(err))
+	logger, mc, umask, code := loadMountSetup(o, e)
+	if code != exitOK {
+		return code
 	}
 	if goRun {
 		logger.Debug("started by go run: unmounting when it exits")
@@ -135,6 +121,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if procs, raised := raiseProcs(); raised {
 		logger.Debug("topicfs: GOMAXPROCS raised for FUSE request threads", "gomaxprocs", procs)
 	}
+	var err error
 	dataDir := mc.DataDir
 	switch {
 	case o.data != "":
@@ -248,11 +235,11 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	// read it now, while the server surely answers.
 	conn := fuseConnection(mnt)
 
+	snapshot := ""
 	if o.readOnly {
-		fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s, read-only snapshot)\n", mnt, dataDir)
-	} else {
-		fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s)\n", mnt, dataDir)
+		snapshot = ", read-only snapshot"
 	}
+	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s%s)\n", mnt, dataDir, snapshot)
 	sdNotify("READY=1")
 
 	// forceExit ends the process when a clean shutdown cannot finish: it
@@ -297,6 +284,33 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	}
 	fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
 	return exitOK
+}
+
+// loadMountSetup checks the flags and loads mount.toml, before anything is
+// created or mounted: the logger, the config (its cleaner settings checked
+// against this machine's memory), the umask, and exitOK, or the exit code
+// after a one-line message.
+func loadMountSetup(o *mountOptions, e *env) (*slog.Logger, *MountConfig, int, int) {
+	const cmd = "mount"
+	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return nil, nil, 0, e.usageErr(cmd, "%v", err)
+	}
+	umask, err := parseUmask(o.umask)
+	if err != nil {
+		return nil, nil, 0, e.usageErr(cmd, "%v", err)
+	}
+	if o.pprof && o.metricsAddr == "" {
+		return nil, nil, 0, e.usageErr(cmd, "--pprof needs --metrics-addr")
+	}
+	mc, err := LoadMountConfig(o.config)
+	if err != nil {
+		return nil, nil, 0, e.fail(cmd, "%v", err)
+	}
+	if err := mc.Defaults.CheckCleanerMemory(physicalMemory()); err != nil {
+		return nil, nil, 0, e.fail(cmd, "config %s: %s", mc.Source, engineMsg(err))
+	}
+	return logger, mc, umask, exitOK
 }
 
 // unmount asks the FUSE server to unmount; when that fails (files still open:
