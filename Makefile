@@ -2,13 +2,19 @@
 GO       ?= go
 FUZZTIME ?= 10s
 PKGS     ?= ./...
+# make install puts the binary where the systemd unit and the mount helper
+# look for it: $(DESTDIR)$(PREFIX)/bin/topicfs.
+PREFIX   ?= /usr/local
 
-.PHONY: all build test race lint fuzz bench ci clean
+.PHONY: all build install test race lint fuzz bench ci clean
 
 all: lint race
 
 build:
 	$(GO) build -o bin/topicfs .
+
+install: build
+	install -D -m 0755 bin/topicfs $(DESTDIR)$(PREFIX)/bin/topicfs
 
 test:
 	$(GO) test -count=1 $(PKGS)

@@ -100,6 +100,35 @@ func intSetting(name string, field func(c *Config) *int64, min, max int64) setti
 
 const maxInt32 = math.MaxInt32
 
+// Ranges beyond Kafka's own validators, so that no accepted value can take
+// the mount down (each is in README.md's config table):
+const (
+	// MaxDurationMs is the largest duration in milliseconds that Go's
+	// time.Duration holds (about 292 years). Durations the engine adds to
+	// the clock or converts to a time.Duration (delete.retention.ms,
+	// file.delete.delay.ms, linger.ms) stop there; durations only ever
+	// compared with an age keep Kafka's Long.MAX_VALUE (= never).
+	MaxDurationMs = math.MaxInt64 / int64(1e6)
+	// MaxPartitions bounds num.partitions: mkdir creates every partition at
+	// once, each a directory with open segment files.
+	MaxPartitions = 10000
+	// MaxCleanerThreads bounds log.cleaner.threads. Each thread owns an
+	// offset map; more threads than CPUs only share them.
+	MaxCleanerThreads = 32
+	// MaxDedupeBytesPerThread is Kafka's per-thread limit of the cleaner's
+	// offset map (an int-sized buffer): 2 GiB - 1.
+	MaxDedupeBytesPerThread = math.MaxInt32
+	// MinDedupeBufferSize is the smallest log.cleaner.dedupe.buffer.size: an
+	// offset map that holds some tens of thousands of keys.
+	MinDedupeBufferSize = 1 << 20
+	// MaxDedupeBufferSize is MaxCleanerThreads threads at the per-thread
+	// limit; CheckCleanerMemory bounds the buffer further by the machine.
+	MaxDedupeBufferSize = MaxCleanerThreads * MaxDedupeBytesPerThread
+	// MaxBatchSize bounds batch.size: every open append file may buffer
+	// that much per partition before it appends.
+	MaxBatchSize = 64 << 20
+)
+
 // settings is the table of every setting, in ConfigNames order.
 var settings = []setting{
 	intSetting("segment.bytes", func(c *Config) *int64 { return &c.SegmentBytes }, 14, maxInt32),
@@ -112,10 +141,10 @@ var settings = []setting{
 	intSetting("retention.check.interval.ms", func(c *Config) *int64 { return &c.RetentionCheckIntervalMs }, 1, math.MaxInt64),
 	{name: "cleanup.policy", str: func(c *Config) *string { return &c.CleanupPolicy }, check: checkCleanupPolicy},
 	{name: "min.cleanable.dirty.ratio", f64: func(c *Config) *float64 { return &c.MinCleanableDirtyRatio }},
-	intSetting("delete.retention.ms", func(c *Config) *int64 { return &c.DeleteRetentionMs }, 0, math.MaxInt64),
+	intSetting("delete.retention.ms", func(c *Config) *int64 { return &c.DeleteRetentionMs }, 0, MaxDurationMs),
 	intSetting("min.compaction.lag.ms", func(c *Config) *int64 { return &c.MinCompactionLagMs }, 0, math.MaxInt64),
 	intSetting("max.compaction.lag.ms", func(c *Config) *int64 { return &c.MaxCompactionLagMs }, 1, math.MaxInt64),
-	intSetting("file.delete.delay.ms", func(c *Config) *int64 { return &c.FileDeleteDelayMs }, 0, math.MaxInt64),
+	intSetting("file.delete.delay.ms", func(c *Config) *int64 { return &c.FileDeleteDelayMs }, 0, MaxDurationMs),
 	intSetting("flush.messages", func(c *Config) *int64 { return &c.FlushMessages }, 1, math.MaxInt64),
 	intSetting("flush.ms", func(c *Config) *int64 { return &c.FlushMs }, 0, math.MaxInt64),
 	{name: "compression.type", str: func(c *Config) *string { return &c.CompressionType },
@@ -123,15 +152,51 @@ var settings = []setting{
 	intSetting("max.message.bytes", func(c *Config) *int64 { return &c.MaxMessageBytes }, 0, maxInt32),
 	{name: "message.timestamp.type", str: func(c *Config) *string { return &c.MessageTimestampType },
 		check: oneOf("CreateTime", "LogAppendTime")},
-	intSetting("num.partitions", func(c *Config) *int64 { return &c.NumPartitions }, 1, maxInt32),
-	intSetting("log.cleaner.threads", func(c *Config) *int64 { return &c.CleanerThreads }, 0, maxInt32),
-	intSetting("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.CleanerDedupeBufferSize }, 1, math.MaxInt64),
-	intSetting("batch.size", func(c *Config) *int64 { return &c.BatchSize }, 0, maxInt32),
-	intSetting("linger.ms", func(c *Config) *int64 { return &c.LingerMs }, 0, math.MaxInt64),
+	intSetting("num.partitions", func(c *Config) *int64 { return &c.NumPartitions }, 1, MaxPartitions),
+	intSetting("log.cleaner.threads", func(c *Config) *int64 { return &c.CleanerThreads }, 0, MaxCleanerThreads),
+	intSetting("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.CleanerDedupeBufferSize }, MinDedupeBufferSize, MaxDedupeBufferSize),
+	intSetting("batch.size", func(c *Config) *int64 { return &c.BatchSize }, 0, MaxBatchSize),
+	intSetting("linger.ms", func(c *Config) *int64 { return &c.LingerMs }, 0, MaxDurationMs),
 	{name: "parse.key", b: func(c *Config) *bool { return &c.ParseKey }},
 	{name: "key.separator", str: func(c *Config) *string { return &c.KeySeparator }, check: checkSeparator},
 	{name: "null.marker", str: func(c *Config) *string { return &c.NullMarker }, check: checkOneLine},
 	{name: "print.key", b: func(c *Config) *bool { return &c.PrintKey }},
+}
+
+// SettingRange returns the values a numeric setting accepts, as text
+// ("14 to 2147483647"; "0 to 1" for the ratio), or false for a setting
+// that is not numeric or not known.
+func SettingRange(name string) (string, bool) {
+	s, ok := findSetting(name)
+	switch {
+	case !ok:
+		return "", false
+	case s.i64 != nil:
+		return fmt.Sprintf("%d to %d", s.min, s.max), true
+	case s.f64 != nil:
+		return "0 to 1", true
+	}
+	return "", false
+}
+
+// CheckCleanerMemory checks the mount-wide cleaner settings against each
+// other and the machine: each thread's share of
+// log.cleaner.dedupe.buffer.size (the buffer divided by
+// log.cleaner.threads, 0 counting as the one default thread) must stay
+// within Kafka's 2 GiB - 1 per thread, and the whole buffer within half of
+// memTotal, the machine's physical memory in bytes (0 = unknown: not
+// checked). Errors wrap ErrInvalidConfig.
+func (c Config) CheckCleanerMemory(memTotal uint64) error {
+	threads := max(c.CleanerThreads, 1)
+	if per := c.CleanerDedupeBufferSize / threads; per > MaxDedupeBytesPerThread {
+		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d over log.cleaner.threads=%d gives each cleaner thread %d bytes; the most is %d (2 GiB - 1, as in Kafka): lower the buffer or add threads",
+			ErrInvalidConfig, c.CleanerDedupeBufferSize, threads, per, int64(MaxDedupeBytesPerThread))
+	}
+	if half := memTotal / 2; memTotal > 0 && uint64(c.CleanerDedupeBufferSize) > half {
+		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d is more than half of this machine's %d bytes of memory (at most %d)",
+			ErrInvalidConfig, c.CleanerDedupeBufferSize, memTotal, half)
+	}
+	return nil
 }
 
 func findSetting(name string) (*setting, bool) {

@@ -67,6 +67,7 @@ func TestConfigEveryNameHasItsOwnField(t *testing.T) {
 		"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.25", "compression.type": "zstd",
 		"message.timestamp.type": "LogAppendTime", "parse.key": "true", "print.key": "true",
 		"key.separator": ":", "null.marker": "NULL",
+		"log.cleaner.threads": "7", "log.cleaner.dedupe.buffer.size": "7777777",
 	}
 	seen := map[int]string{}
 	for _, name := range ConfigNames() {

@@ -267,10 +267,16 @@ func (d *LogDir) load() error {
 		return fmt.Errorf("engine: read data dir: %w", err)
 	}
 	clean := false
+	// fresh: nothing but the lock file, so no shutdown came before to be
+	// clean or not.
+	fresh := true
 	var found []TopicPartition
 	var leftovers []string
 	for _, e := range entries {
 		name := e.Name()
+		if name != LockFile {
+			fresh = false
+		}
 		if !e.IsDir() {
 			if name == CleanShutdownFile || name == KafkaCleanShutdownFile {
 				clean = true
@@ -354,8 +360,12 @@ func (d *LogDir) load() error {
 	for _, t := range d.mu.topics {
 		slices.SortFunc(t.mu.parts, func(a, b *Partition) int { return cmp.Compare(a.ID(), b.ID()) })
 	}
-	d.log.Info("opened data dir", "path", d.path, "topics", len(d.mu.topics), "partitions", len(found),
-		"clean_shutdown", clean, "read_only", d.readOnly)
+	if fresh {
+		d.log.Info("opened data dir", "path", d.path, "new", true, "read_only", d.readOnly)
+	} else {
+		d.log.Info("opened data dir", "path", d.path, "topics", len(d.mu.topics), "partitions", len(found),
+			"clean_shutdown", clean, "read_only", d.readOnly)
+	}
 
 	if d.readOnly {
 		return nil

@@ -145,6 +145,9 @@ func (t *Topic) AddPartitions(total int) error {
 	if total <= cur {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new total %d must be larger", ErrInvalidConfig, t.name, cur, total)
 	}
+	if total > MaxPartitions {
+		return fmt.Errorf("%w: topic %q: %d partitions is more than the most, %d", ErrInvalidConfig, t.name, total, MaxPartitions)
+	}
 	for p := cur; p < total; p++ {
 		if _, err := d.fs.Stat(d.partitionDir(t.name, p)); err == nil {
 			return fmt.Errorf("%w: directory %s already exists", ErrTopicExists, d.partitionDir(t.name, p))

@@ -946,6 +946,9 @@ func (h *appendHandle) reap() error {
 		clear(it.groups)
 	}
 	h.spareJobs = append(h.spareJobs, j)
+	if errors.Is(j.err, syscall.ENOSPC) {
+		h.logNoSpace(j.err)
+	}
 	return j.err
 }
 
@@ -1165,4 +1168,16 @@ func (h *appendHandle) fsync() syscall.Errno {
 		}
 	}
 	return h.fsys.errno("fsync", err)
+}
+
+// logNoSpace logs an append that failed for a full disk (the writer gets
+// ENOSPC; the operator needs to know too): the topic, the partition of a
+// partition's append file (-1 for the topic's own, which spreads records
+// over partitions), and the engine's error, which names the segment file.
+func (h *appendHandle) logNoSpace(err error) {
+	topic := ""
+	if h.topic != nil {
+		topic = h.topic.Name()
+	}
+	h.fsys.log.Warn("fusefs: append failed: no space left on device", "topic", topic, "partition", h.fixed, "err", err)
 }

@@ -80,12 +80,16 @@ func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *clean
 // offsetMap returns the cleaner's map, emptied and sized for at most keys
 // distinct keys (the offsets of the range to map). Only the pages of the
 // slots that range uses are ever touched.
-func (c *cleaner) offsetMap(keys int64) *OffsetMap {
+func (c *cleaner) offsetMap(keys int64) (*OffsetMap, error) {
 	if c.m == nil {
-		c.m = NewOffsetMap(c.mapBytes)
+		m, err := NewOffsetMap(c.mapBytes)
+		if err != nil {
+			return nil, err
+		}
+		c.m = m
 	}
 	c.m.ResetFor(keys)
-	return c.m
+	return c.m, nil
 }
 
 // releaseMap returns the map's memory to the system between runs, so an
@@ -173,7 +177,6 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		r.run.DurationMs = time.Since(start).Milliseconds()
 	}
 
-	var err error
 	var aborted []abortedTxn
 	for _, s := range segs {
 		for _, a := range s.AbortedTxns() {
@@ -181,7 +184,11 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		}
 	}
 
-	m := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
+	m, err := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
+	if err != nil {
+		finish("abandoned: " + err.Error())
+		return r.run, err
+	}
 	defer c.releaseMap()
 	full := false
 	limit := cl.FirstUncleanable

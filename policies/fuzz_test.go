@@ -14,7 +14,7 @@ func FuzzOffsetMap(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 1, 2, 3, 9, 9, 9}, uint8(4))
 	f.Add([]byte("the quick brown fox jumps over the lazy dog"), uint8(10))
 	f.Fuzz(func(t *testing.T, ops []byte, slots uint8) {
-		m := NewOffsetMap(int64(slots) * OffsetMapSlotSize)
+		m := newMap(t, int64(slots)*OffsetMapSlotSize)
 		model := map[string]int64{}
 		latest := int64(-1)
 		for i, op := range ops {

@@ -7,7 +7,7 @@ import (
 )
 
 func TestKeepRecord(t *testing.T) {
-	m := NewOffsetMap(24 * 100)
+	m := newMap(t, 24*100)
 	m.Put([]byte("a"), 10)
 	m.Put([]byte("b"), 12)
 	m.UpdateLatestOffset(20)

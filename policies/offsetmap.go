@@ -2,7 +2,9 @@ package policies
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"syscall"
@@ -79,35 +81,57 @@ const (
 	hi1 = lo1 * 0x80         // 0x80 in each byte
 )
 
+// MaxOffsetMapBytes is the most memory one OffsetMap may use: Kafka's
+// per-cleaner-thread limit (an int-sized buffer), 2 GiB - 1.
+const MaxOffsetMapBytes = math.MaxInt32
+
+// maxHeapMapBytes is the largest map put on the Go heap when mmap fails;
+// a larger one is refused instead, since a failed heap allocation kills the
+// process.
+const maxHeapMapBytes = 64 << 20
+
 // NewOffsetMap returns a map using at most memory bytes of slots and tags
-// (at least two slots, so that one is always empty and probing ends).
-func NewOffsetMap(memory int64) *OffsetMap {
+// (at least two slots, so that one is always empty and probing ends). It
+// refuses a size above MaxOffsetMapBytes, and memory the system does not
+// give, with an error rather than a crash.
+func NewOffsetMap(memory int64) (*OffsetMap, error) {
+	if memory > MaxOffsetMapBytes {
+		return nil, fmt.Errorf("policies: offset map of %d bytes: the most is %d (lower log.cleaner.dedupe.buffer.size or raise log.cleaner.threads)", memory, int64(MaxOffsetMapBytes))
+	}
 	n := memory / OffsetMapSlotSize
 	if n < 2 {
 		n = 2
 	}
 	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
-	m.alloc(n)
+	if err := m.alloc(n); err != nil {
+		return nil, err
+	}
 	m.ResetFor(-1)
-	return m
+	return m, nil
 }
 
 // alloc sets up n slots and tags, off the Go heap if it can.
-func (m *OffsetMap) alloc(n int64) {
+func (m *OffsetMap) alloc(n int64) error {
 	size := n * OffsetMapSlotSize
-	m.memory = size
-	if mem, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON); err == nil {
+	mem, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err == nil {
 		// Page-aligned, zero-filled, pointer-free: slots first (8-byte
 		// aligned), tags after.
+		m.memory = size
 		m.mem = mem
 		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 		m.unmap = runtime.AddCleanup(m, func(mem []byte) { _ = syscall.Munmap(mem) }, mem)
 		m.slots = unsafe.Slice((*offsetSlot)(unsafe.Pointer(&mem[0])), n)
 		m.tags = mem[n*slotBytes : size : size]
-		return
+		return nil
 	}
+	if size > maxHeapMapBytes {
+		return fmt.Errorf("policies: offset map of %d bytes: %w", size, err)
+	}
+	m.memory = size
 	m.slots = make([]offsetSlot, n)
 	m.tags = make([]uint8, n)
+	return nil
 }
 
 // Release returns the map's memory (to the system when it was mapped). The

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 func TestOffsetMapPutGet(t *testing.T) {
-	m := NewOffsetMap(OffsetMapSlotSize * 1000)
+	m := newMap(t, OffsetMapSlotSize*1000)
 	require.Equal(t, 1000, m.Slots())
 	require.Equal(t, 900, m.MaxEntries())
 	assert.Equal(t, int64(-1), m.Get([]byte("a")))
@@ -44,7 +45,7 @@ func TestOffsetMapPutGet(t *testing.T) {
 }
 
 func TestOffsetMapFillsToLoadFactor(t *testing.T) {
-	m := NewOffsetMap(OffsetMapSlotSize * 100)
+	m := newMap(t, OffsetMapSlotSize*100)
 	for i := 0; i < 90; i++ {
 		require.False(t, m.Full())
 		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
@@ -64,7 +65,7 @@ func TestOffsetMapFillsToLoadFactor(t *testing.T) {
 }
 
 func TestOffsetMapTiny(t *testing.T) {
-	m := NewOffsetMap(0)
+	m := newMap(t, 0)
 	require.Equal(t, 2, m.Slots())
 	require.True(t, m.Put([]byte("x"), 1))
 	require.True(t, m.Full())
@@ -73,7 +74,7 @@ func TestOffsetMapTiny(t *testing.T) {
 }
 
 func TestOffsetMapResetFor(t *testing.T) {
-	m := NewOffsetMap(OffsetMapSlotSize * 1000)
+	m := newMap(t, OffsetMapSlotSize*1000)
 	m.ResetFor(90)
 	assert.Equal(t, 102, m.Slots(), "90 keys at load factor 0.9 (+2)")
 	for i := 0; i < 90; i++ {
@@ -93,7 +94,7 @@ func TestOffsetMapResetFor(t *testing.T) {
 
 func TestOffsetMapWraparound(t *testing.T) {
 	// Many keys in few slots force probe sequences across the end of the table.
-	m := NewOffsetMap(OffsetMapSlotSize * 11)
+	m := newMap(t, OffsetMapSlotSize*11)
 	for i := 0; i < m.MaxEntries(); i++ {
 		require.True(t, m.Put(fmt.Appendf(nil, "w%d", i), int64(i*10)))
 	}
@@ -104,7 +105,7 @@ func TestOffsetMapWraparound(t *testing.T) {
 
 func TestOffsetMapNeverLargerThanMemory(t *testing.T) {
 	for _, memory := range []int64{0, 1, 24, 25, 49, 50, 51, 1000, 1 << 20, 128 << 20} {
-		m := NewOffsetMap(memory)
+		m := newMap(t, memory)
 		assert.LessOrEqual(t, m.MemoryBytes(), max(memory, 2*OffsetMapSlotSize), "memory %d", memory)
 		assert.Equal(t, int64(m.Slots())*OffsetMapSlotSize, m.MemoryBytes(), "slots and tags counted")
 		assert.Greater(t, m.MemoryBytes()+OffsetMapSlotSize, min(memory, 128<<20), "uses the buffer")
@@ -116,7 +117,7 @@ func TestOffsetMapNeverLargerThanMemory(t *testing.T) {
 // full map (long probe runs, tag collisions) and checks each answer, hits
 // and misses, against a Go map, across resets.
 func TestOffsetMapMatchesGoMap(t *testing.T) {
-	m := NewOffsetMap(OffsetMapSlotSize * 5000)
+	m := newMap(t, OffsetMapSlotSize*5000)
 	defer m.Release()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 3; round++ {
@@ -152,7 +153,7 @@ func TestOffsetMapOffHeap(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	m := NewOffsetMap(64 << 20)
+	m := newMap(t, 64<<20)
 	for i := 0; i < 1000; i++ {
 		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
 	}
@@ -166,7 +167,7 @@ func TestOffsetMapOffHeap(t *testing.T) {
 }
 
 func BenchmarkOffsetMapPut(b *testing.B) {
-	m := NewOffsetMap(OffsetMapSlotSize << 20)
+	m := newMap(b, OffsetMapSlotSize<<20)
 	keys := make([][]byte, m.MaxEntries())
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%09d", i)
@@ -182,7 +183,7 @@ func BenchmarkOffsetMapPut(b *testing.B) {
 }
 
 func BenchmarkOffsetMapGet(b *testing.B) {
-	m := NewOffsetMap(OffsetMapSlotSize << 20)
+	m := newMap(b, OffsetMapSlotSize<<20)
 	keys := make([][]byte, m.MaxEntries())
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%09d", i)
@@ -202,4 +203,28 @@ func BenchmarkOffsetMapGet(b *testing.B) {
 			m.Get(miss)
 		}
 	})
+}
+
+// newMap is NewOffsetMap for a size the test knows to be possible.
+func newMap(t testing.TB, memory int64) *OffsetMap {
+	t.Helper()
+	m, err := NewOffsetMap(memory)
+	require.NoError(t, err)
+	return m
+}
+
+// TestOffsetMapRefusesImpossibleSize: a size past Kafka's per-thread limit,
+// up to int64's largest (once a makeslice panic), is an error, not a crash;
+// the limit itself is only reserved, not touched.
+func TestOffsetMapRefusesImpossibleSize(t *testing.T) {
+	for _, memory := range []int64{MaxOffsetMapBytes + 1, 64 << 30, math.MaxInt64} {
+		m, err := NewOffsetMap(memory)
+		assert.Error(t, err, "memory %d", memory)
+		assert.Nil(t, m)
+		assert.Contains(t, err.Error(), "log.cleaner.dedupe.buffer.size")
+	}
+	m, err := NewOffsetMap(MaxOffsetMapBytes)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, m.MemoryBytes(), int64(MaxOffsetMapBytes))
+	m.Release()
 }

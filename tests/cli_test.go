@@ -46,7 +46,7 @@ func TestCLIHelp(t *testing.T) {
 		out, errOut, code := runTopicfs(t, nil, args...)
 		require.Equal(t, 0, code, "%v: %s", args, errOut)
 		assert.Contains(t, out, "Usage: topicfs mount")
-		for _, f := range []string{"--config FILE", "--data DIR", "--read-only", "--log-level LEVEL", "--log-format FORMAT", "--metrics-addr ADDR"} {
+		for _, f := range []string{"--config FILE", "--data DIR", "--read-only", "--log-level LEVEL", "--log-format FORMAT", "--metrics-addr ADDR", "--pprof", "--umask MASK"} {
 			assert.Contains(t, out, "\n  "+f+"\n      ", "%v explains %s", args, f)
 		}
 	}
@@ -421,7 +421,7 @@ func value(t *testing.T, m map[string][]sample, name string, want ...string) flo
 }
 
 func TestMetrics(t *testing.T) {
-	m := startMount(t, mountOpts{Args: []string{"--metrics-addr", "127.0.0.1:0"}})
+	m := startMount(t, mountOpts{Args: []string{"--metrics-addr", "127.0.0.1:0", "--pprof"}})
 	match := metricsLine.FindStringSubmatch(m.Stderr())
 	require.NotNil(t, match, "stderr names the metrics address:\n%s", m.Stderr())
 	url := match[1]
@@ -447,7 +447,7 @@ func TestMetrics(t *testing.T) {
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="write"`), 0.0)
 	assert.Greater(t, value(t, got, "topicfs_fuse_op_duration_seconds_count", `op="read"`), 0.0)
 
-	// The same address serves Go's profiler for a running mount.
+	// With --pprof the same address serves Go's profiler for a running mount.
 	resp, err := http.Get(strings.TrimSuffix(url, "/metrics") + "/debug/pprof/goroutine?debug=1")
 	require.NoError(t, err)
 	defer resp.Body.Close()

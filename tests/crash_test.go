@@ -753,6 +753,10 @@ func TestDiskFullENOSPC(t *testing.T) {
 	require.Error(t, faultErr, "a 1 MiB-free disk never filled after %d records", attempted)
 	require.ErrorIs(t, faultErr, syscall.ENOSPC, "a full disk reports ENOSPC")
 	t.Logf("disk full after %d acknowledged records: %v", acked, faultErr)
+	// The operator learns of it from the log, not only the writer.
+	require.Eventually(t, func() bool {
+		return strings.Contains(m.Stderr(), "no space left on device") && strings.Contains(m.Stderr(), "topic=full partition=0")
+	}, harnessDeadline, 10*time.Millisecond, "a warning names the full partition; stderr:\n%s", m.Stderr())
 
 	// Through the shell: cat reports the error of its write or close.
 	big := filepath.Join(t.TempDir(), "big.txt")

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +117,10 @@ type mountOpts struct {
 	ReadOnly   bool     // --read-only
 	Args       []string // extra flags, placed before the mountpoint
 	Env        []string // extra environment, KEY=VALUE
+	Unset      []string // environment variables removed (HOME, ...)
+	// RawArgs, when set, are the whole command line after the binary (a
+	// unit file's ExecStart): the fields above that make flags are unused.
+	RawArgs []string
 	// NoWait returns as soon as the process started, without waiting for the
 	// ready line (for tests of startup failures; use Wait).
 	NoWait bool
@@ -176,8 +181,16 @@ func (m *mountProc) args() []string {
 func (m *mountProc) start(bin string) {
 	t := m.t
 	t.Helper()
-	cmd := exec.Command(bin, m.args()...)
-	cmd.Env = append(os.Environ(), m.opts.Env...)
+	args := m.args()
+	if m.opts.RawArgs != nil {
+		args = m.opts.RawArgs
+	}
+	cmd := exec.Command(bin, args...)
+	env := os.Environ()
+	for _, name := range m.opts.Unset {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	}
+	cmd.Env = append(env, m.opts.Env...)
 	cmd.Stdout = io.Discard
 	pr, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -70,16 +70,17 @@ func TestReadmeSetup(t *testing.T) {
 			sh = append(sh, strings.TrimSpace(f.body))
 		}
 	}
-	require.Equal(t, []string{"go run . mount ./topics", "go test -race -count=1 -timeout 20m ./..."}, sh)
+	require.Equal(t, []string{"make install", "topicfs mount ~/topics", "go test -race -count=1 -timeout 20m ./..."}, sh)
 
 	ci, err := os.ReadFile("../.ci/run")
 	require.NoError(t, err)
-	assert.Contains(t, string(ci), "\nTEST_CMD='"+sh[1]+"'\n", ".ci/run runs exactly the README's test command")
+	assert.Contains(t, string(ci), "\nTEST_CMD='"+sh[2]+"'\n", ".ci/run runs exactly the README's test command")
 }
 
 // TestReadmeTour runs every ```sh block of the tour, in order, in one bash
-// against a real mount at ./topics, and compares each block's output with
-// the ```text block right after it, when there is one.
+// against a real mount at ~/topics (HOME is a temporary directory), and
+// compares each block's output with the ```text block right after it, when
+// there is one.
 func TestReadmeTour(t *testing.T) {
 	md := readReadme(t)
 	blocks := mdFences(mdSection(t, md, "A five-minute tour"))
@@ -100,6 +101,7 @@ func TestReadmeTour(t *testing.T) {
 	dir := t.TempDir()
 	m := startMount(t, mountOpts{Dir: dir + "/topics"})
 	var script strings.Builder
+	fmt.Fprintf(&script, "export HOME=%q\n", dir)
 	for i, s := range steps {
 		fmt.Fprintf(&script, "printf '\\n@@block %d@@\\n'\n%s\n", i, s.script)
 	}
@@ -145,8 +147,8 @@ var configDocs = map[string]configDoc{
 	"max.message.bytes":              {"largest record batch accepted; a larger record fails with EMSGSIZE", "message.max.bytes (broker)"},
 	"message.timestamp.type":         {"`CreateTime` keeps the writer's timestamp; `LogAppendTime` stamps the append time", "log.message.timestamp.type (broker)"},
 	"num.partitions":                 {"partitions of a topic created with mkdir", "broker only in Kafka"},
-	"log.cleaner.threads":            {"mount-wide: cleaner threads (partitions compacted at once)", "broker config, same name"},
-	"log.cleaner.dedupe.buffer.size": {"mount-wide: memory of the cleaner's key → offset map", "broker config, same name"},
+	"log.cleaner.threads":            {"mount-wide: cleaner threads (partitions compacted at once); 0 runs one", "broker config, same name"},
+	"log.cleaner.dedupe.buffer.size": {"mount-wide: memory of the cleaner's key → offset map, shared by its threads; also at most 2147483647 (2 GiB - 1) per thread and half of the machine's memory, checked at mount", "broker config, same name"},
 	"batch.size":                     {"bytes of records from one open file grouped into one batch", "producer config"},
 	"linger.ms":                      {"longest wait for more records before a batch is appended (and visible)", "producer config"},
 	"parse.key":                      {"split each appended line into key, key.separator, value", "kafka-console-producer property"},
@@ -165,14 +167,18 @@ func configTable(t *testing.T) string {
 	t.Helper()
 	def := engine.DefaultConfig()
 	var b strings.Builder
-	b.WriteString("| name | default | meaning | Kafka: broker-wide name, or origin |\n")
-	b.WriteString("| --- | --- | --- | --- |\n")
+	b.WriteString("| name | default | accepted | meaning | Kafka: broker-wide name, or origin |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	for _, name := range engine.ConfigNames() {
 		doc, ok := configDocs[name]
 		require.True(t, ok, "setting %s has no description in tests/readme_test.go configDocs", name)
 		v, err := def.Get(name)
 		require.NoError(t, err)
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, mdValue(v), doc.meaning, doc.kafka)
+		accepted := "see meaning"
+		if rng, ok := engine.SettingRange(name); ok {
+			accepted = strings.ReplaceAll(rng, " to ", " … ")
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", name, mdValue(v), accepted, doc.meaning, doc.kafka)
 	}
 	return b.String()
 }

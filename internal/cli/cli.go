@@ -59,6 +59,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(args[1:], e)
+	case "--version", "-version":
+		name = "version"
 	}
 	c, ok := commands[name]
 	if !ok {

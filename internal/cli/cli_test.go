@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +58,49 @@ func TestEveryCommandHasHelp(t *testing.T) {
 
 func TestOneLine(t *testing.T) {
 	assert.Equal(t, "a; b", oneLine("\n a\nb \n"))
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		out, errOut, code := runMain(args...)
+		assert.Equal(t, exitOK, code, errOut)
+		assert.Regexp(t, `^topicfs \S+ .*go1\.\d+`, out, "%v", args)
+		assert.Equal(t, 1, strings.Count(out, "\n"), "one line")
+	}
+	_, errOut, code := runMain("version", "extra")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "takes no arguments")
+}
+
+func TestFormatVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	assert.Equal(t, "topicfs v1.2.0 (rev 0123456789ab+dirty, 2026-01-02T03:04:05Z) go1.26.0", formatVersion(bi))
+	assert.Equal(t, "topicfs (devel) go1.26.0", formatVersion(&debug.BuildInfo{GoVersion: "go1.26.0"}))
+}
+
+func TestMetricsListenAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		":0": "127.0.0.1:0", ":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464",
+		"[::]:1": "[::]:1", "localhost:9": "localhost:9", "[::1]:9": "[::1]:9",
+	} {
+		got, err := metricsListenAddr(in)
+		assert.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := metricsListenAddr("9464")
+	assert.Error(t, err, "a port alone is not an address")
+}
+
+func TestParseUmask(t *testing.T) {
+	for in, want := range map[string]int{"077": 0o077, "0022": 0o022, "0": 0, "777": 0o777} {
+		got, err := parseUmask(in)
+		assert.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "8", "1000", "-1", "rw"} {
+		_, err := parseUmask(bad)
+		assert.Error(t, err, bad)
+	}
 }

@@ -135,8 +135,23 @@ type metricsServer struct {
 	logger *slog.Logger
 }
 
-// startMetrics listens on addr and serves the registry in the background.
-func startMetrics(addr string, d *engine.LogDir, state func(string, int) (policies.PartitionState, bool), logger *slog.Logger) (*metricsServer, error) {
+// metricsListenAddr is addr with 127.0.0.1 as its host when it names none
+// (":9464", ":0"): metrics, and the profiler with them, are served on the
+// loopback interface unless the operator names another address.
+func metricsListenAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// startMetrics listens on addr (metricsListenAddr) and serves the registry
+// in the background; with pprof also Go's profiler at /debug/pprof/.
+func startMetrics(addr string, pprofOn bool, d *engine.LogDir, state func(string, int) (policies.PartitionState, bool), logger *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	opDur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: mFuseOpDuration,
@@ -151,26 +166,35 @@ func startMetrics(addr string, d *engine.LogDir, state func(string, int) (polici
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	addr, err := metricsListenAddr(addr)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
-	// Go's profiler on the same (operator-chosen, usually loopback) address:
-	// `go tool pprof http://ADDR/debug/pprof/profile?seconds=10` profiles a
-	// running mount.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	index := "topicfs: metrics at /metrics\n"
+	if pprofOn {
+		// Go's profiler, only when asked for (--pprof): it shows the
+		// command line and costs CPU per profile.
+		// `go tool pprof http://ADDR/debug/pprof/profile?seconds=10`
+		// profiles a running mount.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		index = "topicfs: metrics at /metrics, profiles at /debug/pprof/\n"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = w.Write([]byte("topicfs: metrics at /metrics, profiles at /debug/pprof/\n"))
+		_, _ = w.Write([]byte(index))
 	})
 	m := &metricsServer{
 		ln:     ln,

@@ -33,7 +33,7 @@ func init() {
 	register(&command{
 		name:     "mount",
 		synopsis: "mount a data directory of topics on MOUNTPOINT (foreground)",
-		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--allow-other] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] MOUNTPOINT",
+		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--allow-other] [--umask MASK] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] [--pprof] MOUNTPOINT",
 		help: `
 Mounts the topics of a data directory (Kafka's log.dirs layout) on MOUNTPOINT
 and runs retention and log compaction in the background, as a Kafka broker
@@ -44,7 +44,8 @@ does. It runs in the foreground and prints
 on stderr once the mount answers. SIGINT or SIGTERM unmounts (lazily, if files
 are still open), stops the background policies, flushes, checkpoints and exits
 0. A stale mount left at MOUNTPOINT by a killed topicfs ("Transport endpoint
-is not connected") is cleared with a lazy unmount at startup.
+is not connected") is cleared with a lazy unmount at startup. Started by
+go run, the mount also unmounts when the go run process dies.
 
 Without --config, every topic runs on Kafka's defaults and the data lives in
 $XDG_DATA_HOME/topicfs (default ~/.local/share/topicfs). mount.toml sets
@@ -63,6 +64,8 @@ type mountOptions struct {
 	logLevel    string
 	logFormat   string
 	metricsAddr string
+	pprof       bool
+	umask       string
 }
 
 func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
@@ -73,7 +76,9 @@ func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users use the mount (FUSE allow_other, with the kernel enforcing the modes shown: others may read, only the mounting user may append or alter config); non-root needs user_allow_other in /etc/fuse.conf")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464) at /metrics; off when empty")
+	fs.StringVar(&o.umask, "umask", "077", "file mode creation `MASK` (octal) for the data directory and everything the mount writes in it: 077 keeps it to the user who mounts (directories 0700, files 0600); 022 lets every local user read it")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` at /metrics: [HOST]:PORT, on 127.0.0.1 unless HOST is given (0.0.0.0:9464 for every interface); off when empty")
+	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on the --metrics-addr address")
 	return func(args []string) int { return runMount(o, args, e) }
 }
 
@@ -91,6 +96,10 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// A log line written after whoever reads stderr went away must not end
+	// the file system.
+	ignoreSIGPIPE()
+	goRun := followGoRun()
 	interrupted := func() bool {
 		select {
 		case sig := <-sigs:
@@ -101,17 +110,18 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		}
 	}
 
-	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
-	if err != nil {
-		return e.usageErr(cmd, "%v", err)
+	logger, mc, umask, code := loadMountSetup(o, e)
+	if code != exitOK {
+		return code
 	}
-	mc, err := LoadMountConfig(o.config)
-	if err != nil {
-		return e.fail(cmd, "%v", err)
+	if goRun {
+		logger.Debug("started by go run: unmounting when it exits")
 	}
+	syscall.Umask(umask)
 	if procs, raised := raiseProcs(); raised {
 		logger.Debug("topicfs: GOMAXPROCS raised for FUSE request threads", "gomaxprocs", procs)
 	}
+	var err error
 	dataDir := mc.DataDir
 	switch {
 	case o.data != "":
@@ -158,7 +168,11 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		}
 		return e.fail(cmd, "cannot open data directory %s: %v", dataDir, err)
 	}
-	logger.Info("opened data directory", "data", dataDir, "config", mc.Source, "topics", len(d.Topics()), "read_only", o.readOnly)
+	logger.Info("opened data directory", "data", dataDir, "config", mc.Source, "topics", len(d.Topics()), "read_only", o.readOnly,
+		"umask", fmt.Sprintf("%03o", umask))
+	if o.readOnly {
+		logger.Info("read-only mount: a frozen snapshot of the data directory as it was now; what a writer adds or removes later does not show until a remount", "data", dataDir)
+	}
 
 	// Retention and compaction rewrite the log, so a read-only mount runs
 	// neither.
@@ -190,12 +204,15 @@ func runMount(o *mountOptions, args []string, e *env) int {
 
 	var ms *metricsServer
 	if o.metricsAddr != "" {
-		ms, err = startMetrics(o.metricsAddr, d, state, logger)
+		ms, err = startMetrics(o.metricsAddr, o.pprof, d, state, logger)
 		if err != nil {
 			_ = closeEngine()
 			return e.fail(cmd, "--metrics-addr %s: %v", o.metricsAddr, err)
 		}
 		fmt.Fprintf(e.stderr, "topicfs: metrics on http://%s/metrics\n", ms.Addr())
+		if o.pprof {
+			fmt.Fprintf(e.stderr, "topicfs: profiles on http://%s/debug/pprof/\n", ms.Addr())
+		}
 	}
 
 	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, Logger: logger, State: state}
@@ -218,7 +235,11 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	// read it now, while the server surely answers.
 	conn := fuseConnection(mnt)
 
-	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s)\n", mnt, dataDir)
+	snapshot := ""
+	if o.readOnly {
+		snapshot = ", read-only snapshot"
+	}
+	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s%s)\n", mnt, dataDir, snapshot)
 	sdNotify("READY=1")
 
 	// forceExit ends the process when a clean shutdown cannot finish: it
@@ -263,6 +284,33 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	}
 	fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
 	return exitOK
+}
+
+// loadMountSetup checks the flags and loads mount.toml, before anything is
+// created or mounted: the logger, the config (its cleaner settings checked
+// against this machine's memory), the umask, and exitOK, or the exit code
+// after a one-line message.
+func loadMountSetup(o *mountOptions, e *env) (*slog.Logger, *MountConfig, int, int) {
+	const cmd = "mount"
+	logger, err := newLogger(e.stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return nil, nil, 0, e.usageErr(cmd, "%v", err)
+	}
+	umask, err := parseUmask(o.umask)
+	if err != nil {
+		return nil, nil, 0, e.usageErr(cmd, "%v", err)
+	}
+	if o.pprof && o.metricsAddr == "" {
+		return nil, nil, 0, e.usageErr(cmd, "--pprof needs --metrics-addr")
+	}
+	mc, err := LoadMountConfig(o.config)
+	if err != nil {
+		return nil, nil, 0, e.fail(cmd, "%v", err)
+	}
+	if err := mc.Defaults.CheckCleanerMemory(physicalMemory()); err != nil {
+		return nil, nil, 0, e.fail(cmd, "config %s: %s", mc.Source, engineMsg(err))
+	}
+	return logger, mc, umask, exitOK
 }
 
 // unmount asks the FUSE server to unmount; when that fails (files still open:
