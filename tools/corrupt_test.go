@@ -53,6 +53,11 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	p1 := partitionReport(t, rep, "test0", 1)
 	assert.EqualValues(t, 5, p1.NextOffset, "what is readable ends before the bad batch")
 
+	end := pos[6]
+	aside := fmt.Sprintf("%s.damaged-%d-%d", logPath, bad, end)
+	assert.Contains(t, out.String(), fmt.Sprintf("test0-1: would move bytes %d..%d (%d bytes) of 00000000000000000000.log to %s; offset 5 lost, between intact offsets 4 and 6",
+		bad, end, end-bad, filepath.Base(aside)), "check prints what --repair would do")
+
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{Repair: true})
 	require.NoError(t, err, out.String())
@@ -60,12 +65,17 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	assert.Equal(t, []string{"test0-1"}, rep.Repaired)
 	require.NotNil(t, rep.Before)
 	assert.NotEmpty(t, rep.Before.Problems())
-	assert.Contains(t, out.String(), "repaired test0-1")
+	assert.Contains(t, out.String(), "repair: test0-1: moved bytes")
 
-	st, err := os.Stat(logPath)
+	got, err := os.ReadFile(logPath)
 	require.NoError(t, err)
-	assert.Equal(t, bad, st.Size(), "repair truncated the log at the bad batch")
-	assert.EqualValues(t, 5, partitionReport(t, rep, "test0", 1).NextOffset)
+	assert.Equal(t, append(data[:bad:bad], data[end:]...), got, "the log keeps every batch but the damaged one, byte for byte")
+	moved, err := os.ReadFile(aside)
+	require.NoError(t, err)
+	assert.Equal(t, data[bad:end], moved, "the damaged bytes are kept aside")
+	p1 = partitionReport(t, rep, "test0", 1)
+	assert.EqualValues(t, 11, p1.NextOffset, "the batches after the damaged one keep their offsets")
+	assert.EqualValues(t, len(pos)-1, p1.Batches)
 
 	// The untouched partitions were not rewritten.
 	for _, p := range []string{"test0-0", "test0-2", "mac_test-0"} {
@@ -105,6 +115,9 @@ func TestCheckPartialTailThenRepair(t *testing.T) {
 	st, err := os.Stat(logPath)
 	require.NoError(t, err)
 	assert.Equal(t, end, st.Size())
+	moved, err := os.ReadFile(fmt.Sprintf("%s.damaged-%d-%d", logPath, end, len(torn)))
+	require.NoError(t, err, "the torn tail is moved aside, not lost")
+	assert.Equal(t, torn[end:], moved)
 }
 
 func TestCheckBadIndexEntryThenRepair(t *testing.T) {
