@@ -449,16 +449,8 @@ func applySegmentPlan(fsys vfs.FS, sp SegmentPlan) error {
 		}
 		return src.Sync()
 	}
-	spans := make([]span, 0, len(sp.kept))
-	for _, k := range sp.kept {
-		if n := len(spans); n > 0 && spans[n-1].end == k.Pos {
-			spans[n-1].end = k.Pos + k.Size
-			continue
-		}
-		spans = append(spans, span{k.Pos, k.Pos + k.Size})
-	}
 	tmp := sp.Path + repairingSuffix
-	if err := copyRange(fsys, src, tmp, spans); err != nil {
+	if err := copyRange(fsys, src, tmp, sp.kept); err != nil {
 		return err
 	}
 	if err := fsys.Rename(tmp, sp.Path); err != nil {
@@ -466,8 +458,6 @@ func applySegmentPlan(fsys vfs.FS, sp SegmentPlan) error {
 	}
 	return fsys.SyncDir(dir)
 }
-
-type span struct{ pos, end int64 }
 
 // copyRange writes the spans of src, in order, to a new file dst and syncs it.
 func copyRange(fsys vfs.FS, src vfs.File, dst string, spans []span) error {

@@ -1,10 +1,12 @@
 package tools
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/topicfs/topicfs/engine/record"
 )
@@ -56,8 +58,13 @@ type SegmentPlan struct {
 	Base, Size               int64
 	KeptBatches, KeptRecords int64
 	Damaged                  []DamagedRange
-	kept                     []scanBatch
+	// kept are the byte ranges of kept batches, merged where adjacent:
+	// the complement of Damaged.
+	kept []span
 }
+
+// span is a byte range [pos, end) of a file.
+type span struct{ pos, end int64 }
 
 // scanLimits bounds the offsets of a segment's batches: at least base, at
 // most base + MaxInt32 (a relative offset must fit an int32) and below
@@ -80,17 +87,19 @@ type segScanner struct {
 }
 
 // planSegment scans the .log held by r (size bytes) and returns what a
-// repair keeps and moves aside. The error is an I/O error only.
+// repair keeps and moves aside. The error is an I/O error only. Memory is
+// bounded by the lookahead and the number of damaged ranges, not by the
+// number of batches.
 func planSegment(r io.ReaderAt, size int64, lim scanLimits) (SegmentPlan, error) {
 	sc := &segScanner{r: r, size: size, lim: lim}
-	var cands []scanBatch
+	pl := &planner{lim: lim, plan: SegmentPlan{Base: lim.base, Size: size}, prevLast: lim.base - 1}
 	for pos := int64(0); pos < size; {
 		b, ok, err := sc.accept(pos)
 		if err != nil {
 			return SegmentPlan{}, err
 		}
 		if ok {
-			cands = append(cands, b)
+			pl.add(b)
 			pos += b.Size
 			continue
 		}
@@ -98,15 +107,7 @@ func planSegment(r io.ReaderAt, size int64, lim scanLimits) (SegmentPlan, error)
 			return SegmentPlan{}, err
 		}
 	}
-	keep, conflict := resolveOffsets(cands, lim)
-	plan := SegmentPlan{Base: lim.base, Size: size}
-	for _, i := range keep {
-		plan.kept = append(plan.kept, cands[i])
-		plan.KeptBatches++
-		plan.KeptRecords += cands[i].Records
-	}
-	plan.Damaged = damagedRanges(plan.kept, cands, conflict, size, lim)
-	return plan, nil
+	return pl.finish(), nil
 }
 
 // accept reads the batch at pos and reports whether a repair may keep it
@@ -199,46 +200,119 @@ const (
 	dropBoth
 )
 
-// resolveOffsets chooses, among the accepted batches in file order, those a
-// repair keeps: strictly increasing offsets. It returns their indexes and,
-// for each dropped one, the index of the batch it conflicted with.
-func resolveOffsets(cands []scanBatch, lim scanLimits) (keep []int, conflict map[int]int) {
-	conflict = map[int]int{}
-	keep = make([]int, 0, len(cands))
-	for i := range cands {
-		v := &cands[i]
-		for {
-			if len(keep) == 0 || v.Base > cands[keep[len(keep)-1]].Last {
-				keep = append(keep, i)
-				break
-			}
-			ki := keep[len(keep)-1]
-			prevLast := lim.base - 1
-			if len(keep) > 1 {
-				prevLast = cands[keep[len(keep)-2]].Last
-			}
-			ahead := cands[i+1 : min(len(cands), i+1+scanLookahead)]
-			nextBase := int64(-1)
-			if len(ahead) > 0 {
-				nextBase = ahead[0].Base
-			} else if lim.hasNext {
-				nextBase = lim.limit
-			}
-			switch decideConflict(&cands[ki], v, prevLast, nextBase, ahead) {
-			case keepOld:
-				conflict[i] = ki
-			case keepNew:
-				keep = keep[:len(keep)-1]
-				conflict[ki] = i
-				continue // v may conflict with the batch before too
-			case dropBoth:
-				keep = keep[:len(keep)-1]
-				conflict[ki], conflict[i] = i, ki
-			}
+// planner chooses, among the accepted batches in file order, those a repair
+// keeps: strictly increasing offsets. A batch is decided once the
+// scanLookahead batches after it are known; a new batch can only displace
+// the last kept one (decideConflict keeps the old one when the new one
+// overlaps two), so only the last two kept batches are still open; older ones
+// are final and only their byte ranges are kept.
+type planner struct {
+	lim      scanLimits
+	plan     SegmentPlan
+	pending  []scanBatch // accepted, not decided yet
+	open     []scanBatch // kept, at most two, not final
+	pos      int64       // end of the last final batch
+	prevLast int64       // its last offset
+	dropped  []DroppedBatch
+}
+
+func (p *planner) add(b scanBatch) {
+	p.pending = append(p.pending, b)
+	if len(p.pending) > scanLookahead {
+		p.decide()
+	}
+}
+
+// decide settles the oldest pending batch.
+func (p *planner) decide() {
+	v := p.pending[0]
+	ahead := p.pending[1:]
+	nextBase := int64(-1)
+	if len(ahead) > 0 {
+		nextBase = ahead[0].Base
+	} else if p.lim.hasNext {
+		nextBase = p.lim.limit
+	}
+	for {
+		n := len(p.open)
+		if n == 0 || v.Base > p.open[n-1].Last {
+			p.keep(v)
 			break
 		}
+		k := p.open[n-1]
+		prevLast := p.prevLast
+		if n > 1 {
+			prevLast = p.open[n-2].Last
+		}
+		out := decideConflict(&k, &v, prevLast, nextBase, ahead)
+		if out == keepOld {
+			p.drop(v, k.Pos)
+			break
+		}
+		p.open = p.open[:n-1]
+		p.drop(k, v.Pos)
+		if out == dropBoth {
+			p.drop(v, k.Pos)
+			break
+		}
+		// keepNew: v overlaps no earlier batch, so it is kept next round.
 	}
-	return keep, conflict
+	p.pending = append(p.pending[:0], p.pending[1:]...)
+}
+
+func (p *planner) keep(b scanBatch) {
+	p.open = append(p.open, b)
+	if len(p.open) > 2 {
+		p.final(p.open[0])
+		p.open = append(p.open[:0], p.open[1:]...)
+	}
+}
+
+func (p *planner) drop(b scanBatch, conflictPos int64) {
+	p.dropped = append(p.dropped, DroppedBatch{Pos: b.Pos, Size: b.Size, Base: b.Base, Last: b.Last, ConflictPos: conflictPos})
+}
+
+// final records a kept batch: the bytes since the previous one are damaged.
+func (p *planner) final(b scanBatch) {
+	if b.Pos > p.pos {
+		p.plan.Damaged = append(p.plan.Damaged, DamagedRange{Pos: p.pos, End: b.Pos, PrevLast: p.prevLast, NextBase: b.Base})
+	}
+	if n := len(p.plan.kept); n > 0 && p.plan.kept[n-1].end == b.Pos {
+		p.plan.kept[n-1].end = b.Pos + b.Size
+	} else {
+		p.plan.kept = append(p.plan.kept, span{b.Pos, b.Pos + b.Size})
+	}
+	p.pos, p.prevLast = b.Pos+b.Size, b.Last
+	p.plan.KeptBatches++
+	p.plan.KeptRecords += b.Records
+}
+
+func (p *planner) finish() SegmentPlan {
+	for len(p.pending) > 0 {
+		p.decide()
+	}
+	for _, b := range p.open {
+		p.final(b)
+	}
+	if p.pos < p.plan.Size {
+		next := int64(-1)
+		if p.lim.hasNext {
+			next = p.lim.limit
+		}
+		p.plan.Damaged = append(p.plan.Damaged, DamagedRange{Pos: p.pos, End: p.plan.Size, PrevLast: p.prevLast, NextBase: next})
+	}
+	// Each dropped batch lies in a damaged range (it is not kept).
+	slices.SortFunc(p.dropped, func(a, b DroppedBatch) int { return cmp.Compare(a.Pos, b.Pos) })
+	r := 0
+	for _, d := range p.dropped {
+		for r < len(p.plan.Damaged) && p.plan.Damaged[r].End <= d.Pos {
+			r++
+		}
+		if r < len(p.plan.Damaged) {
+			p.plan.Damaged[r].Dropped = append(p.plan.Damaged[r].Dropped, d)
+		}
+	}
+	return p.plan
 }
 
 // decideConflict picks between old (kept, just before) and nw (next in the
@@ -281,39 +355,4 @@ func decideConflict(old, nw *scanBatch, prevLast, nextBase int64, ahead []scanBa
 		return keepOld
 	}
 	return dropBoth
-}
-
-// damagedRanges returns the complement of the kept batches in [0, size), with
-// the dropped verified batches inside each range.
-func damagedRanges(kept, cands []scanBatch, conflict map[int]int, size int64, lim scanLimits) []DamagedRange {
-	var out []DamagedRange
-	pos := int64(0)
-	prevLast := lim.base - 1
-	add := func(end, nextBase int64) {
-		if end > pos {
-			out = append(out, DamagedRange{Pos: pos, End: end, PrevLast: prevLast, NextBase: nextBase})
-		}
-	}
-	for _, k := range kept {
-		add(k.Pos, k.Base)
-		pos, prevLast = k.Pos+k.Size, k.Last
-	}
-	next := int64(-1)
-	if lim.hasNext {
-		next = lim.limit
-	}
-	add(size, next)
-	for i, c := range cands {
-		j, ok := conflict[i]
-		if !ok {
-			continue
-		}
-		for r := range out {
-			if c.Pos >= out[r].Pos && c.Pos < out[r].End {
-				out[r].Dropped = append(out[r].Dropped, DroppedBatch{Pos: c.Pos, Size: c.Size, Base: c.Base, Last: c.Last, ConflictPos: cands[j].Pos})
-				break
-			}
-		}
-	}
-	return out
 }

@@ -65,9 +65,30 @@ func planBytes(t testing.TB, data []byte, hasNext bool) SegmentPlan {
 	return plan
 }
 
-func keptPositions(p SegmentPlan) []int64 {
+// keptBatches walks the kept spans of a plan over data, batch by batch.
+func keptBatches(t testing.TB, data []byte, p SegmentPlan) []scanBatch {
+	t.Helper()
+	var out []scanBatch
+	for _, sp := range p.kept {
+		for pos := sp.pos; pos < sp.end; {
+			require.LessOrEqual(t, pos+12, sp.end)
+			size := 12 + int64(binary.BigEndian.Uint32(data[pos+8:]))
+			require.LessOrEqual(t, pos+size, sp.end, "kept spans hold whole batches")
+			b, err := record.Parse(data[pos : pos+size])
+			require.NoError(t, err)
+			require.NoError(t, b.Verify())
+			recs, err := b.Records(nil)
+			require.NoError(t, err)
+			out = append(out, scanBatch{Pos: pos, Size: size, Base: recs[0].Offset, Last: b.LastOffset(), Records: int64(len(recs))})
+			pos += size
+		}
+	}
+	return out
+}
+
+func keptPositions(t testing.TB, data []byte, p SegmentPlan) []int64 {
 	var out []int64
-	for _, k := range p.kept {
+	for _, k := range keptBatches(t, data, p) {
 		out = append(out, k.Pos)
 	}
 	return out
@@ -121,7 +142,7 @@ func TestPlanSegmentKeepsEveryIntactBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data := tc.damage(slices.Clone(orig))
 			plan := planBytes(t, data, true)
-			assert.Equal(t, tc.kept, keptPositions(plan))
+			assert.Equal(t, tc.kept, keptPositions(t, data, plan))
 			var got [][2]int64
 			for _, r := range plan.Damaged {
 				got = append(got, [2]int64{r.Pos, r.End})
@@ -150,7 +171,7 @@ func TestPlanSegmentNamesAnAmbiguousConflict(t *testing.T) {
 	orig := slices.Clone(data)
 	binary.BigEndian.PutUint64(data[bs[2].pos:], scanBase+3) // batch 2 now claims offset 1003
 	plan := planBytes(t, data, false)
-	assert.Equal(t, allBut(bs, 2, 3), keptPositions(plan))
+	assert.Equal(t, allBut(bs, 2, 3), keptPositions(t, data, plan))
 	require.Len(t, plan.Damaged, 1)
 	r := plan.Damaged[0]
 	assert.Equal(t, [2]int64{bs[2].pos, bs[4].pos}, [2]int64{r.Pos, r.End})
@@ -180,8 +201,9 @@ func requirePlanInvariants(t testing.TB, orig, data []byte, bs []builtBatch, pla
 		kept     bool
 	}
 	var pieces []piece
+	kept := keptBatches(t, data, plan)
 	for _, k := range plan.kept {
-		pieces = append(pieces, piece{k.Pos, k.Pos + k.Size, true})
+		pieces = append(pieces, piece{k.pos, k.end, true})
 	}
 	for _, r := range plan.Damaged {
 		require.Less(t, r.Pos, r.End)
@@ -196,13 +218,14 @@ func requirePlanInvariants(t testing.TB, orig, data []byte, bs []builtBatch, pla
 	require.Equal(t, int64(len(data)), at)
 
 	prev := int64(scanBase - 1)
-	for _, k := range plan.kept {
-		b, err := record.Parse(data[k.Pos : k.Pos+k.Size])
-		require.NoError(t, err)
-		require.NoError(t, b.Verify())
+	var records int64
+	for _, k := range kept {
 		require.Greater(t, k.Base, prev, "kept offsets increase")
 		prev = k.Last
+		records += k.Records
 	}
+	require.Equal(t, plan.KeptBatches, int64(len(kept)))
+	require.Equal(t, plan.KeptRecords, records)
 
 	intact := func(b builtBatch) bool {
 		return b.pos+b.size <= int64(len(data)) && bytes.Equal(orig[b.pos:b.pos+b.size], data[b.pos:b.pos+b.size])
@@ -211,9 +234,9 @@ func requirePlanInvariants(t testing.TB, orig, data []byte, bs []builtBatch, pla
 	for _, b := range bs {
 		byPos[b.pos] = b
 	}
-	kept := keptPositions(plan)
+	keptPos := keptPositions(t, data, plan)
 	for _, b := range bs {
-		if !intact(b) || slices.Contains(kept, b.pos) {
+		if !intact(b) || slices.Contains(keptPos, b.pos) {
 			continue
 		}
 		var why *DroppedBatch
