@@ -238,3 +238,32 @@ func TestCheckRepairRootFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"version":1,`, string(kept))
 }
+
+// TestCheckRepairSettlesASwap: an interrupted compaction swap (the cleaned
+// copy written as .log.swap) is completed as recovery does, then the
+// partition is checked again.
+func TestCheckRepairSettlesASwap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	logPath := filepath.Join(dir, "test0-2", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(logPath+".swap", data, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1)
+	assert.Contains(t, out.String(), "test0-2: would complete or roll back the interrupted compaction swap")
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Equal(t, []string{"test0-2"}, rep.Repaired)
+	assert.Contains(t, out.String(), "repair: test0-2: completed or rolled back the interrupted compaction swap")
+	assert.NoFileExists(t, logPath+".swap")
+	got, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+}

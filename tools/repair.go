@@ -356,15 +356,15 @@ func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
 		return false, err
 	}
 	if pl.SettleSwaps {
+		// The engine settles swaps when it opens a partition.
 		if err := env.open(p, nil); err != nil {
 			return false, err
 		}
-		fmt.Fprintf(env.w, "repair: %s: completed or rolled back the interrupted compaction swap\n", pl.Name)
 		again := checkPartition(env.fsys, p.Dir, engine.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 		if pl, err = planPartition(env.fsys, &again); err != nil {
 			return true, err
 		}
-		pl.SettleSwaps = false
+		pl.SettleSwaps = true // done: describePlan says so
 	}
 	for _, sp := range pl.Segments {
 		if err := applySegmentPlan(env.fsys, sp); err != nil {
