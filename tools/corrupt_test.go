@@ -267,3 +267,33 @@ func TestCheckRepairSettlesASwap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, data, got)
 }
+
+// TestCheckRepairKeepsEarlierAsideFiles: an aside file of the same name from
+// an earlier repair (of the segment before it was rewritten) is not
+// overwritten; the new bytes go to name.2.
+func TestCheckRepairKeepsEarlierAsideFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	pos := batchPositions(t, data)
+	bad, end := pos[5], pos[6]
+	data[bad+40] ^= 0x5a
+	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+	earlier := fmt.Sprintf("%s.damaged-%d-%d", logPath, bad, end)
+	older := bytes.Repeat([]byte{7}, int(end-bad))
+	require.NoError(t, os.WriteFile(earlier, older, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Contains(t, out.String(), filepath.Base(earlier)+".2;")
+	got, err := os.ReadFile(earlier)
+	require.NoError(t, err)
+	assert.Equal(t, older, got, "the earlier aside file is untouched")
+	got, err = os.ReadFile(earlier + ".2")
+	require.NoError(t, err)
+	assert.Equal(t, data[bad:end], got)
+}

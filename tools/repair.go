@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -200,12 +201,56 @@ func planLogFile(fsys vfs.FS, path string, lim scanLimits) (SegmentPlan, error) 
 		return sp, fmt.Errorf("%s: %w", path, err)
 	}
 	sp.Path = path
+	for i := range sp.Damaged {
+		if sp.Damaged[i].Aside, err = chooseAside(fsys, f, path, sp.Damaged[i]); err != nil {
+			return sp, err
+		}
+	}
 	return sp, nil
 }
 
-// asidePath names the file a damaged range of log moves to.
+// asidePath names the file a damaged range of log moves to: the plan's
+// choice, or <log>.damaged-<pos>-<end> when there is none.
 func asidePath(log string, r DamagedRange) string {
+	if r.Aside != "" {
+		return r.Aside
+	}
 	return fmt.Sprintf("%s%s%d-%d", log, damagedInfix, r.Pos, r.End)
+}
+
+// chooseAside picks the aside file of a damaged range of src (the .log at
+// log): the plain name, unless a file of that name holds other bytes (from an
+// earlier repair of the rewritten segment), then the first free one of
+// name.2, name.3, ... A file already holding exactly these bytes is reused,
+// so a repair run again after an interruption writes the same files.
+func chooseAside(fsys vfs.FS, src vfs.File, log string, r DamagedRange) (string, error) {
+	plain := asidePath(log, DamagedRange{Pos: r.Pos, End: r.End})
+	var want []byte
+	for i := 1; ; i++ {
+		name := plain
+		if i > 1 {
+			name = fmt.Sprintf("%s.%d", plain, i)
+		}
+		have, err := readAll(fsys, name)
+		if errors.Is(err, os.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if int64(len(have)) != r.End-r.Pos {
+			continue
+		}
+		if want == nil {
+			want = make([]byte, r.End-r.Pos)
+			if _, err := src.ReadAt(want, r.Pos); err != nil && !errors.Is(err, io.EOF) {
+				return "", err
+			}
+		}
+		if bytes.Equal(have, want) {
+			return name, nil
+		}
+	}
 }
 
 // printPlan says what check --repair would do.

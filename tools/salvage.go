@@ -50,6 +50,8 @@ type DamagedRange struct {
 	Pos, End           int64
 	PrevLast, NextBase int64
 	Dropped            []DroppedBatch
+	// Aside is the file the bytes move to (chosen by planPartition).
+	Aside string
 }
 
 // SegmentPlan is what the repair scanner found in one .log file.
