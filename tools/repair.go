@@ -411,11 +411,9 @@ func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
 		}
 		pl.SettleSwaps = true // done: describePlan says so
 	}
-	for _, sp := range pl.Segments {
-		if err := applySegmentPlan(env.fsys, sp); err != nil {
-			return true, err
-		}
-	}
+	// Indexes go first (durably), so that an interrupted repair never
+	// leaves a rewritten .log beside indexes of the old one; missing ones
+	// are rebuilt by the next open.
 	for _, l := range pl.Rebuild {
 		stem := strings.TrimSuffix(l, ".log")
 		for _, s := range []string{".index", ".timeindex", ".txnindex"} {
@@ -428,6 +426,13 @@ func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
 		if err := env.fsys.SyncDir(p.Dir); err != nil {
 			return true, err
 		}
+	}
+	for _, sp := range pl.Segments {
+		if err := applySegmentPlan(env.fsys, sp); err != nil {
+			return true, err
+		}
+	}
+	if len(pl.Rebuild) > 0 {
 		if err := env.open(p, pl.Rebuild); err != nil {
 			return true, err
 		}
