@@ -2,6 +2,7 @@ package tools
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -154,16 +155,17 @@ func (sc *segScanner) accept(pos int64) (scanBatch, bool, error) {
 // window at a time; only plausible ones are read and verified in full.
 func (sc *segScanner) resync(from int64) (int64, error) {
 	const win = 64 << 10
-	const hdr = 17 // offset, length, leader epoch, magic
-	window := make([]byte, win+hdr)
-	for start := from; start+hdr <= sc.size; start += win {
+	const minHdr = 17 // offset, length, leader epoch, magic: what every entry has
+	const maxHdr = 64 // a v2 header (61 bytes) and a little more
+	window := make([]byte, win+maxHdr)
+	for start := from; start+minHdr <= sc.size; start += win {
 		n := min(int64(len(window)), sc.size-start)
 		if _, err := sc.r.ReadAt(window[:n], start); err != nil && !errors.Is(err, io.EOF) {
 			return 0, fmt.Errorf("read at position %d: %w", start, err)
 		}
-		for i := int64(0); i < min(win, n-hdr+1); i++ {
+		for i := int64(0); i < min(win, n-minHdr+1); i++ {
 			pos := start + i
-			if !sc.plausible(window[i:i+hdr], pos) {
+			if !sc.plausible(window[i:min(n, i+maxHdr)], pos) {
 				continue
 			}
 			_, ok, err := sc.accept(pos)
@@ -178,18 +180,65 @@ func (sc *segScanner) resync(from int64) (int64, error) {
 	return sc.size, nil
 }
 
-// plausible screens the first 17 bytes of a would-be batch at pos.
+// maxLegacyEntry bounds the size of a legacy (magic 0/1) message the resync
+// scan considers: those brokers refused messages above message.max.bytes
+// (1 MB by default), and without a bound every random length would cost a
+// CRC over the rest of the file.
+const maxLegacyEntry = 64 << 20
+
+// plausible screens the header bytes h (at least 17, and all of a v2 header
+// when the file holds one) of a would-be batch at pos, with checks every
+// batch Kafka writes passes, so that the CRC is computed for few positions
+// of a damaged range.
 func (sc *segScanner) plausible(h []byte, pos int64) bool {
-	length := int64(int32(uint32(h[8])<<24 | uint32(h[9])<<16 | uint32(h[10])<<8 | uint32(h[11])))
+	be := binary.BigEndian
+	length := int64(int32(be.Uint32(h[8:])))
+	off := int64(be.Uint64(h))
 	magic := h[16]
-	if magic > 2 || length < 14 || pos+12+length > sc.size || (magic == 2 && length < record.HeaderSize-record.LogOverhead) {
+	if magic > 2 || length < 14 || pos+12+length > sc.size || off < sc.lim.base || off >= sc.lim.limit {
 		return false
 	}
-	var off int64
-	for _, c := range h[:8] {
-		off = off<<8 | int64(c)
+	if magic < 2 {
+		return length <= maxLegacyEntry && sc.legacyPlausible(h, pos, length, magic)
 	}
-	return off >= sc.lim.base && off < sc.lim.limit
+	if length < record.HeaderSize-record.LogOverhead || len(h) < record.HeaderSize {
+		return false
+	}
+	attrs := be.Uint16(h[21:])
+	delta := int32(be.Uint32(h[23:]))
+	producerID := int64(be.Uint64(h[43:]))
+	epoch := int16(be.Uint16(h[51:]))
+	seq := int32(be.Uint32(h[53:]))
+	count := int32(be.Uint32(h[57:]))
+	return attrs&0xff80 == 0 && attrs&7 <= 4 && // unused bits zero, a known codec
+		delta >= 0 && off+int64(delta) < sc.lim.limit &&
+		count >= 0 && int64(count) <= int64(delta)+1 &&
+		producerID >= -1 && epoch >= -1 && seq >= -1
+}
+
+// legacyPlausible checks that a would-be legacy message at pos adds up: its
+// attributes use only defined bits and its key and value lengths account for
+// exactly length bytes.
+func (sc *segScanner) legacyPlausible(h []byte, pos, length int64, magic byte) bool {
+	keyAt := int64(18) // offset, size, crc, magic, attributes
+	attrMask := byte(0x07)
+	if magic == 1 {
+		keyAt += 8 // timestamp
+		attrMask = 0x0f
+	}
+	if length < keyAt-12+8 || int64(len(h)) < keyAt+4 || h[17]&^attrMask != 0 || h[17]&7 > 3 {
+		return false
+	}
+	keyLen := int64(int32(binary.BigEndian.Uint32(h[keyAt:])))
+	if keyLen < -1 || keyAt+4+max(keyLen, 0)+4 > 12+length {
+		return false
+	}
+	var v [4]byte
+	if _, err := sc.r.ReadAt(v[:], pos+keyAt+4+max(keyLen, 0)); err != nil {
+		return false
+	}
+	valueLen := int64(int32(binary.BigEndian.Uint32(v[:])))
+	return valueLen >= -1 && keyAt+4+max(keyLen, 0)+4+max(valueLen, 0) == 12+length
 }
 
 // keepOutcome decides between a kept batch and a new one claiming some of

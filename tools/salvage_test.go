@@ -308,3 +308,33 @@ func FuzzRepairScanner(f *testing.F) {
 		requirePlanInvariants(t, orig, data, bs, plan, hasNext)
 	})
 }
+
+// TestPlanSegmentLegacyMessages: the resync scan finds legacy (magic 0 and
+// 1) messages after a damaged one too.
+func TestPlanSegmentLegacyMessages(t *testing.T) {
+	for _, p := range []string{
+		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1c-v1-v1c/00000000000000000000.log",
+		"kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.log",
+	} {
+		orig, err := os.ReadFile(fixture(p))
+		require.NoError(t, err)
+		var bs []builtBatch
+		for pos := int64(0); pos < int64(len(orig)); {
+			b, err := record.ReadAt(bytes.NewReader(orig), pos, int64(len(orig)), nil)
+			require.NoError(t, err)
+			recs, err := b.Records(nil)
+			require.NoError(t, err)
+			bs = append(bs, builtBatch{pos: pos, size: int64(b.Size()), base: recs[0].Offset, last: b.LastOffset()})
+			pos += int64(b.Size())
+		}
+		require.GreaterOrEqual(t, len(bs), 3, p)
+		mid := len(bs) / 2
+		data := slices.Clone(orig)
+		data[bs[mid].pos+bs[mid].size-2] ^= 0x20
+		plan, err := planSegment(bytes.NewReader(data), int64(len(data)), scanLimits{base: 0, limit: 1 << 62})
+		require.NoError(t, err)
+		assert.Equal(t, allBut(bs, mid), keptPositions(t, data, plan), p)
+		require.Len(t, plan.Damaged, 1, p)
+		assert.Equal(t, [2]int64{bs[mid].pos, bs[mid].pos + bs[mid].size}, [2]int64{plan.Damaged[0].Pos, plan.Damaged[0].End}, p)
+	}
+}
