@@ -89,7 +89,7 @@ type CheckReport struct {
 }
 
 // Problems returns every problem found, root first, then per partition.
-// A data directory passes the check when it is empty.
+// A data directory passes the check when there are none.
 func (r CheckReport) Problems() []Problem {
 	out := slices.Clone(r.Root)
 	for _, p := range r.Partitions {
@@ -115,11 +115,13 @@ func (r CheckReport) Problems() []Problem {
 //     the directory are warnings (a copied subset of a broker's log.dirs);
 //   - leftovers: a .swap file (interrupted compaction swap) is a problem,
 //     .cleaned files (abandoned cleaner output) and .deleted files (pending
-//     deletion) are warnings.
+//     deletion) are warnings, and so are the .damaged- files a repair wrote.
 //
-// It prints a line per partition and totals to w. dir may also be a single
-// partition directory. The error is non-nil only when dir cannot be read (or
-// a repair fails); problems are in the report.
+// It prints a line per partition, totals and, when there are problems, what
+// a repair would do (Repair: does it) to w. dir may also be a single
+// partition directory. The error is non-nil when dir cannot be read, is not
+// a data directory (ErrNotDataDir), is locked by a mount (with Repair;
+// wraps engine.ErrLocked) or a repair fails; problems are in the report.
 func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 	fsys := opts.FS
 	if fsys == nil {
