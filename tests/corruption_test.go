@@ -5,7 +5,7 @@ package tests
 // `cat records` fail with EIO exactly at the bad batch (never printing
 // corrupted bytes as data), names the segment and position in the mount's
 // log, makes `topicfs check` fail naming the segment, and `check --repair`
-// truncates at the last good batch. Damaged .index/.timeindex files are
+// moves only the damaged batch aside, keeping every intact record. Damaged .index/.timeindex files are
 // rebuilt: records, by-offset and by-time stay correct.
 
 import (
@@ -121,7 +121,7 @@ func TestCorruptSealedSegment(t *testing.T) {
 			victim := logs[1] // sealed: neither the first nor the active segment
 			batches := logBatches(t, victim)
 			require.GreaterOrEqual(t, len(batches), 3, "%s holds several batches", victim)
-			bad := batches[len(batches)/2]
+			bad, after := batches[len(batches)/2], batches[len(batches)/2+1]
 			data, err := os.ReadFile(victim)
 			require.NoError(t, err)
 			tc.damage(data, bad)
@@ -177,14 +177,15 @@ func TestCorruptSealedSegment(t *testing.T) {
 			m.Remount()
 			if !res.Missing {
 				got := linesOf(m.Sh(t, `cat $MNT/c/0/records`))
-				require.Equal(t, good, got, "after --repair the log ends at the last good batch")
+				want := append(append(append([]string(nil), good...), lines[after.Base:]...), "after-damage")
+				require.Equal(t, want, got, "after --repair every record but the damaged batch's is there")
 				m.Sh(t, `echo after-repair >> $MNT/c/0/append`)
 				recs, err := readJSONL(m.Path("c", "0", "records.jsonl"))
 				require.NoError(t, err)
 				last := recs[len(recs)-1]
 				v, _ := last.ValueString()
 				assert.Equal(t, "after-repair", v)
-				assert.Equal(t, bad.Base, last.Offset, "the next append continues at the repaired log end")
+				assert.Equal(t, int64(len(lines)+1), last.Offset, "the next append continues at the log end")
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,13 +22,14 @@ import (
 // CheckOptions configures Check. The zero value checks vfs.OS and writes
 // nothing.
 type CheckOptions struct {
-	// Repair does explicitly what recovery does on an unclean start: every
-	// partition with a problem is opened read-write with
-	// engine.OpenPartition and CleanShutdown=false, which completes or rolls
-	// back interrupted swaps, truncates the log at the first bad batch
-	// (dropping later segments) and rebuilds the indexes. The directory is
-	// locked meanwhile. Then the whole directory is checked again and that
-	// second report is returned.
+	// Repair carries out the plan Check prints (see repair.go): damaged
+	// byte ranges of a .log move aside to files named
+	// <segment>.log.damaged-<pos>-<end>, every intact batch stays with its
+	// offsets, indexes of changed segments are rebuilt, interrupted swaps are
+	// settled. Undamaged segments are not touched. The directory is locked
+	// first (a mounted directory is refused even with nothing to repair).
+	// Then the whole directory is checked again and that second report is
+	// returned.
 	Repair bool
 	// FS is the file system to read; nil means vfs.OS.
 	FS vfs.FS
@@ -80,14 +80,16 @@ type CheckReport struct {
 	// Root holds findings about the data directory itself (checkpoint files).
 	Root     []Problem
 	Warnings []Problem // root warnings (partition warnings are in Partitions)
-	// Repaired names the partitions Repair opened read-write, and Before is
-	// the report from before the repair (nil without a repair).
+	// Plan is what check --repair does (or did) about the problems found.
+	Plan []PartitionPlan
+	// Repaired names the partitions Repair changed, and Before is the
+	// report from before the repair (nil without a repair).
 	Repaired []string
 	Before   *CheckReport
 }
 
 // Problems returns every problem found, root first, then per partition.
-// A data directory passes the check when it is empty.
+// A data directory passes the check when there are none.
 func (r CheckReport) Problems() []Problem {
 	out := slices.Clone(r.Root)
 	for _, p := range r.Partitions {
@@ -113,21 +115,46 @@ func (r CheckReport) Problems() []Problem {
 //     the directory are warnings (a copied subset of a broker's log.dirs);
 //   - leftovers: a .swap file (interrupted compaction swap) is a problem,
 //     .cleaned files (abandoned cleaner output) and .deleted files (pending
-//     deletion) are warnings.
+//     deletion) are warnings, and so are the .damaged- files a repair wrote.
 //
-// It prints a line per partition and totals to w. dir may also be a single
-// partition directory. The error is non-nil only when dir cannot be read (or
-// a repair fails); problems are in the report.
+// It prints a line per partition, totals and, when there are problems, what
+// a repair would do (Repair: does it) to w. dir may also be a single
+// partition directory. The error is non-nil when dir cannot be read, is not
+// a data directory (ErrNotDataDir), is locked by a mount (with Repair;
+// wraps engine.ErrLocked) or a repair fails; problems are in the report.
 func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 	fsys := opts.FS
 	if fsys == nil {
 		fsys = vfs.OS
 	}
-	rep, err := checkDir(fsys, dir)
+	single, err := identifyDataDir(fsys, dir)
+	if err != nil {
+		return CheckReport{Dir: dir}, err
+	}
+	if opts.Repair {
+		// The lock is taken before anything is read, so that a mounted
+		// directory is refused even when it needs no repair, and no mount
+		// can start while the repair writes.
+		root := dir
+		if single {
+			root = filepath.Dir(filepath.Clean(dir))
+		}
+		lock, err := engine.LockDir(fsys, root)
+		if err != nil {
+			return CheckReport{Dir: dir}, fmt.Errorf("check --repair: %w", err)
+		}
+		defer lock.Close()
+	}
+	rep, err := checkDir(fsys, dir, single)
 	if err != nil {
 		return rep, err
 	}
-	printReport(w, &rep)
+	if len(rep.Problems()) > 0 {
+		if rep.Plan, err = planRepair(fsys, &rep); err != nil {
+			return rep, fmt.Errorf("check: %w", err)
+		}
+	}
+	printReport(w, &rep, !opts.Repair)
 	if !opts.Repair || len(rep.Problems()) == 0 {
 		return rep, nil
 	}
@@ -138,28 +165,28 @@ func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 		return before, err
 	}
 	fmt.Fprintf(w, "\nafter repair:\n")
-	after, err := checkDir(fsys, dir)
+	after, err := checkDir(fsys, dir, single)
 	if err != nil {
 		return after, err
 	}
 	after.Repaired = repaired
 	after.Before = &before
-	printReport(w, &after)
+	printReport(w, &after, false)
 	return after, nil
 }
 
-// checkDir checks dir without printing.
-func checkDir(fsys vfs.FS, dir string) (CheckReport, error) {
+// checkDir checks dir (a single partition directory when single) without
+// printing.
+func checkDir(fsys vfs.FS, dir string, single bool) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
+	if single {
+		tp, _ := partitionOf(filepath.Base(filepath.Clean(dir)))
+		rep.add(checkPartition(fsys, filepath.Clean(dir), tp))
+		return rep, nil
+	}
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return rep, fmt.Errorf("check: %w", err)
-	}
-	// A single partition directory holds .log files itself.
-	if tp, ok := partitionOf(filepath.Base(filepath.Clean(dir))); ok && hasLogs(entries) {
-		pr := checkPartition(fsys, filepath.Clean(dir), tp)
-		rep.add(pr)
-		return rep, nil
 	}
 	for _, e := range entries {
 		if !e.IsDir() {
@@ -203,7 +230,8 @@ func hasLogs(entries []os.DirEntry) bool {
 	return false
 }
 
-func printReport(w io.Writer, r *CheckReport) {
+// printReport prints r; withPlan adds what check --repair would do.
+func printReport(w io.Writer, r *CheckReport, withPlan bool) {
 	fmt.Fprintf(w, "checking %s\n", r.Dir)
 	var warnings int
 	for _, p := range r.Partitions {
@@ -235,6 +263,9 @@ func printReport(w io.Writer, r *CheckReport) {
 	n := len(r.Problems())
 	fmt.Fprintf(w, "total: %d partitions, %d segments, %d batches, %d records, %d bytes; %d problems, %d warnings\n",
 		len(r.Partitions), r.Segments, r.Batches, r.Records, r.Bytes, n, warnings)
+	if withPlan && n > 0 {
+		printPlan(w, r.Plan)
+	}
 	if n == 0 {
 		fmt.Fprintln(w, "OK")
 	} else {
@@ -326,6 +357,10 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 				c.warn(path, -1, "leftover cleaner output (removed on the next open)")
 			case strings.HasSuffix(suffix, ".deleted"):
 				c.warn(path, -1, "segment file pending deletion")
+			case strings.HasPrefix(suffix, "log"+damagedInfix):
+				c.warn(path, -1, "damaged bytes check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
+			case suffix == "log"+repairingSuffix:
+				c.warn(path, -1, "leftover of an interrupted check --repair (the .log beside it is unchanged; run check --repair again)")
 			}
 		}
 	}
@@ -483,17 +518,17 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 			if errors.Is(err, record.ErrTruncated) {
 				what = "partial batch at the end of the log"
 			}
-			c.problem(s.log, pos, "%s (%d bytes from here are unreadable; recovery truncates here): %v", what, size-pos, err)
+			c.problem(s.log, pos, "%s (the check of this segment stops here, %d bytes before its end; the repair plan below says what is intact): %v", what, size-pos, err)
 			break
 		}
 		buf = b.Raw[:cap(b.Raw)]
 		if err := b.Verify(); err != nil {
-			c.problem(s.log, pos, "batch fails verification (recovery truncates here): %v", err)
+			c.problem(s.log, pos, "batch fails verification (the check of this segment stops here): %v", err)
 			break
 		}
 		recs, err = b.Records(recs[:0])
 		if err != nil {
-			c.problem(s.log, pos, "records do not decode (recovery truncates here): %v", err)
+			c.problem(s.log, pos, "records do not decode (the check of this segment stops here): %v", err)
 			break
 		}
 		info := batchInfo{pos: pos, base: b.BaseOffset, last: b.LastOffset(), maxTs: b.MaxTimestamp, recMaxTs: -1, control: b.IsControl()}
@@ -708,178 +743,4 @@ func (c *partitionChecker) checkTxnIndex(s *segmentFiles, batches []batchInfo) {
 			c.problem(s.txnindex, at, "aborted transaction of producer %d: offset %d is not an ABORT marker", t.ProducerID, t.LastOffset)
 		}
 	}
-}
-
-// Root checkpoint files (docs/FORMATS.md §6.1).
-var checkpointFiles = []string{
-	engine.RecoveryPointCheckpointFile,
-	engine.LogStartOffsetCheckpointFile,
-	engine.CleanerOffsetCheckpointFile,
-	"replication-offset-checkpoint",
-}
-
-// checkTopicsConfig verifies topicfs-topics.json: it must parse; settings
-// the engine would not accept are warnings (it skips them when opening).
-func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
-	path := filepath.Join(dir, engine.TopicsConfigFile)
-	topics, found, err := readTopicsConfig(fsys, dir)
-	if !found {
-		return
-	}
-	if err != nil {
-		rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: err.Error()})
-		return
-	}
-	for topic, kv := range topics {
-		for k, v := range kv {
-			if _, err := engine.DefaultConfig().Apply(map[string]string{k: v}); err != nil || !engine.IsTopicSetting(k) {
-				rep.Warnings = append(rep.Warnings, Problem{Path: path, Position: -1,
-					Message: fmt.Sprintf("topic %s: setting %s=%s is ignored when opening (%v)", topic, k, v, err)})
-			}
-		}
-	}
-}
-
-// readTopicsConfig reads the per-topic overrides LogDir persists in
-// topicfs-topics.json ({"version":1,"topics":{NAME:{setting:value}}}).
-func readTopicsConfig(fsys vfs.FS, dir string) (topics map[string]map[string]string, found bool, err error) {
-	data, err := readAll(fsys, filepath.Join(dir, engine.TopicsConfigFile))
-	if err != nil {
-		return nil, false, nil
-	}
-	var tf struct {
-		Version int                          `json:"version"`
-		Topics  map[string]map[string]string `json:"topics"`
-	}
-	if err := json.Unmarshal(data, &tf); err != nil || tf.Version != 1 {
-		return nil, true, fmt.Errorf("does not parse as version 1 (version %d, %v)", tf.Version, err)
-	}
-	return tf.Topics, true, nil
-}
-
-// topicConfig is the config a repair opens a partition with: defaults plus
-// the persisted overrides (what mount.toml says is not known offline; it
-// only matters for index spacing and sizes, which recovery rebuilds anyway).
-func topicConfig(topics map[string]map[string]string, topic string) engine.Config {
-	c := engine.DefaultConfig()
-	for k, v := range topics[topic] {
-		if n, err := c.Apply(map[string]string{k: v}); err == nil {
-			c = n
-		}
-	}
-	return c
-}
-
-func checkCheckpoints(fsys vfs.FS, dir string, rep *CheckReport) {
-	present := map[engine.TopicPartition]*PartitionReport{}
-	for i := range rep.Partitions {
-		p := &rep.Partitions[i]
-		present[engine.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
-	}
-	for _, name := range checkpointFiles {
-		path := filepath.Join(dir, name)
-		if _, err := fsys.Stat(path); err != nil {
-			continue
-		}
-		m, err := engine.ReadCheckpoint(fsys, path)
-		if err != nil {
-			rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: fmt.Sprintf("does not parse: %v", err)})
-			continue
-		}
-		var absent []string
-		for tp, off := range m {
-			p := present[tp]
-			if p == nil {
-				absent = append(absent, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
-				continue
-			}
-			if off < 0 {
-				rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: fmt.Sprintf("%s-%d: negative offset %d", tp.Topic, tp.Partition, off)})
-			} else if off > p.NextOffset && name != engine.CleanerOffsetCheckpointFile {
-				rep.Warnings = append(rep.Warnings, Problem{Path: path, Position: -1,
-					Message: fmt.Sprintf("%s-%d: offset %d is beyond the log end %d (data the checkpoint counted is missing)", tp.Topic, tp.Partition, off, p.NextOffset)})
-			}
-		}
-		if len(absent) > 0 {
-			slices.Sort(absent)
-			example := strings.Join(absent[:min(3, len(absent))], ", ")
-			rep.Warnings = append(rep.Warnings, Problem{Path: path, Position: -1,
-				Message: fmt.Sprintf("%d entries name partitions not in this directory (e.g. %s)", len(absent), example)})
-		}
-	}
-}
-
-// repair opens every partition with a problem read-write with recovery, under
-// the directory lock.
-func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]string, error) {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	root := rep.Dir
-	if len(rep.Partitions) == 1 && filepath.Clean(rep.Partitions[0].Dir) == filepath.Clean(rep.Dir) {
-		root = filepath.Dir(filepath.Clean(rep.Dir))
-	}
-	lock, err := engine.LockDir(fsys, root)
-	if err != nil {
-		return nil, fmt.Errorf("check --repair: %w", err)
-	}
-	defer lock.Close()
-	logStart, _ := engine.ReadCheckpoint(fsys, filepath.Join(root, engine.LogStartOffsetCheckpointFile))
-	topics, _, _ := readTopicsConfig(fsys, root)
-
-	// Unreadable root files: a checkpoint file is removed (missing means no
-	// entries: the next open recovers every partition from its start, as
-	// Kafka does when it cannot read one); topicfs-topics.json is set aside
-	// as topicfs-topics.json.corrupt, keeping its bytes for the operator.
-	for _, pr := range rep.Root {
-		name := filepath.Base(pr.Path)
-		switch {
-		case name == engine.TopicsConfigFile:
-			if err := fsys.Rename(pr.Path, pr.Path+".corrupt"); err != nil {
-				return nil, fmt.Errorf("check --repair: %w", err)
-			}
-			fmt.Fprintf(w, "repair: moved unreadable %s to %s.corrupt (topics use their default settings)\n", pr.Path, name)
-		case slices.Contains(checkpointFiles, name):
-			if err := fsys.Remove(pr.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("check --repair: %w", err)
-			}
-			fmt.Fprintf(w, "repair: removed unreadable %s (the next open recovers every partition from its start)\n", pr.Path)
-		default:
-			continue
-		}
-		if err := fsys.SyncDir(root); err != nil {
-			return nil, fmt.Errorf("check --repair: %w", err)
-		}
-	}
-
-	var repaired []string
-	for _, p := range rep.Partitions {
-		if len(p.Problems) == 0 {
-			continue
-		}
-		name := fmt.Sprintf("%s-%d", p.Topic, p.Partition)
-		ls := int64(-1)
-		if v, ok := logStart[engine.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; ok {
-			ls = v
-		}
-		fmt.Fprintf(w, "repairing %s: recovering every segment\n", name)
-		part, err := engine.OpenPartition(fsys, p.Dir, p.Topic, p.Partition, engine.PartitionOptions{
-			Config:         topicConfig(topics, p.Topic),
-			RecoveryPoint:  0,
-			LogStartOffset: ls,
-			FirstDirty:     -1,
-			CleanShutdown:  false,
-			Logger:         logger,
-		})
-		if err != nil {
-			return repaired, fmt.Errorf("check --repair: %s: %w", name, err)
-		}
-		end := part.LogEndOffset()
-		if err := part.Close(); err != nil {
-			return repaired, fmt.Errorf("check --repair: %s: %w", name, err)
-		}
-		fmt.Fprintf(w, "repaired %s: log end offset %d\n", name, end)
-		repaired = append(repaired, name)
-	}
-	return repaired, nil
 }

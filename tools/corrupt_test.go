@@ -53,6 +53,11 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	p1 := partitionReport(t, rep, "test0", 1)
 	assert.EqualValues(t, 5, p1.NextOffset, "what is readable ends before the bad batch")
 
+	end := pos[6]
+	aside := fmt.Sprintf("%s.damaged-%d-%d", logPath, bad, end)
+	assert.Contains(t, out.String(), fmt.Sprintf("test0-1: would move bytes %d..%d (%d bytes) of 00000000000000000000.log to %s; offset 5 lost, between intact offsets 4 and 6",
+		bad, end, end-bad, filepath.Base(aside)), "check prints what --repair would do")
+
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{Repair: true})
 	require.NoError(t, err, out.String())
@@ -60,12 +65,17 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	assert.Equal(t, []string{"test0-1"}, rep.Repaired)
 	require.NotNil(t, rep.Before)
 	assert.NotEmpty(t, rep.Before.Problems())
-	assert.Contains(t, out.String(), "repaired test0-1")
+	assert.Contains(t, out.String(), "repair: test0-1: moved bytes")
 
-	st, err := os.Stat(logPath)
+	got, err := os.ReadFile(logPath)
 	require.NoError(t, err)
-	assert.Equal(t, bad, st.Size(), "repair truncated the log at the bad batch")
-	assert.EqualValues(t, 5, partitionReport(t, rep, "test0", 1).NextOffset)
+	assert.Equal(t, append(data[:bad:bad], data[end:]...), got, "the log keeps every batch but the damaged one, byte for byte")
+	moved, err := os.ReadFile(aside)
+	require.NoError(t, err)
+	assert.Equal(t, data[bad:end], moved, "the damaged bytes are kept aside")
+	p1 = partitionReport(t, rep, "test0", 1)
+	assert.EqualValues(t, 11, p1.NextOffset, "the batches after the damaged one keep their offsets")
+	assert.EqualValues(t, len(pos)-1, p1.Batches)
 
 	// The untouched partitions were not rewritten.
 	for _, p := range []string{"test0-0", "test0-2", "mac_test-0"} {
@@ -105,6 +115,9 @@ func TestCheckPartialTailThenRepair(t *testing.T) {
 	st, err := os.Stat(logPath)
 	require.NoError(t, err)
 	assert.Equal(t, end, st.Size())
+	moved, err := os.ReadFile(fmt.Sprintf("%s.damaged-%d-%d", logPath, end, len(torn)))
+	require.NoError(t, err, "the torn tail is moved aside, not lost")
+	assert.Equal(t, torn[end:], moved)
 }
 
 func TestCheckBadIndexEntryThenRepair(t *testing.T) {
@@ -224,4 +237,63 @@ func TestCheckRepairRootFiles(t *testing.T) {
 	kept, err := os.ReadFile(filepath.Join(dir, "topicfs-topics.json.corrupt"))
 	require.NoError(t, err)
 	assert.Equal(t, `{"version":1,`, string(kept))
+}
+
+// TestCheckRepairSettlesASwap: an interrupted compaction swap (the cleaned
+// copy written as .log.swap) is completed as recovery does, then the
+// partition is checked again.
+func TestCheckRepairSettlesASwap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	logPath := filepath.Join(dir, "test0-2", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(logPath+".swap", data, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems(), 1)
+	assert.Contains(t, out.String(), "test0-2: would complete or roll back the interrupted compaction swap")
+
+	out.Reset()
+	rep, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Equal(t, []string{"test0-2"}, rep.Repaired)
+	assert.Contains(t, out.String(), "repair: test0-2: completed or rolled back the interrupted compaction swap")
+	assert.NoFileExists(t, logPath+".swap")
+	got, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+}
+
+// TestCheckRepairKeepsEarlierAsideFiles: an aside file of the same name from
+// an earlier repair (of the segment before it was rewritten) is not
+// overwritten; the new bytes go to name.2.
+func TestCheckRepairKeepsEarlierAsideFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	pos := batchPositions(t, data)
+	bad, end := pos[5], pos[6]
+	data[bad+40] ^= 0x5a
+	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+	earlier := fmt.Sprintf("%s.damaged-%d-%d", logPath, bad, end)
+	older := bytes.Repeat([]byte{7}, int(end-bad))
+	require.NoError(t, os.WriteFile(earlier, older, 0o644))
+
+	var out bytes.Buffer
+	rep, err := Check(&out, dir, CheckOptions{Repair: true})
+	require.NoError(t, err, out.String())
+	assert.Empty(t, rep.Problems(), out.String())
+	assert.Contains(t, out.String(), filepath.Base(earlier)+".2;")
+	got, err := os.ReadFile(earlier)
+	require.NoError(t, err)
+	assert.Equal(t, older, got, "the earlier aside file is untouched")
+	got, err = os.ReadFile(earlier + ".2")
+	require.NoError(t, err)
+	assert.Equal(t, data[bad:end], got)
 }

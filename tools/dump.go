@@ -50,7 +50,9 @@ func (o DumpOptions) deep() bool { return o.PrintData || o.DeepIteration }
 // Dump prints each file the way Kafka's DumpLogSegments does, dispatching on
 // the suffix: .log (and KRaft .checkpoint snapshots), .index, .timeindex,
 // .snapshot (producer state) and .txnindex; anything else is reported on errw
-// as "Ignoring unknown file <path>". Index mismatches, time-index errors and
+// as "Ignoring unknown file <path>". Each error is printed on errw once, as
+// "topicfs dump: ...", when it happens; the caller should not print the
+// returned error again. Index mismatches, time-index errors and
 // non-consecutive offsets are summarised on errw after all files, in Kafka's
 // words. Dump never writes to the files.
 //
@@ -110,11 +112,13 @@ func (is *issues) add(file string, a, b int64) {
 	is.pairs[file] = append(is.pairs[file], [2]int64{a, b})
 }
 
+// fail records an error and prints it on errw at once, in order with the
+// output, as "topicfs <error>" (the returned error is not printed again).
 func (d *dumper) fail(format string, args ...any) {
 	err := fmt.Errorf(format, args...)
 	d.errs = append(d.errs, err)
 	_ = d.out.Flush()
-	fmt.Fprintln(d.errw, err)
+	fmt.Fprintln(d.errw, "topicfs "+err.Error())
 }
 
 func (d *dumper) printf(format string, args ...any) { fmt.Fprintf(d.out, format, args...) }
@@ -162,6 +166,18 @@ func (d *dumper) file(path string) {
 		}{"file", path})
 	} else {
 		d.printf("Dumping %s\n", path)
+	}
+	// A missing file (or a directory) is one plain error, whatever its name.
+	if fi, err := d.fs.Stat(path); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		d.fail("dump: %s: %w", path, err)
+		return
+	} else if fi.IsDir() {
+		d.fail("dump: %s: is a directory (name a segment, index or snapshot file)", path)
+		return
 	}
 	name := filepath.Base(path)
 	suffix := ""

@@ -22,8 +22,11 @@ import (
 //	            +----------------------+----------------------+
 //
 // Dump reads these raw, every slot up to the zero tail, as DumpLogSegments
-// does (it prints entries a stricter reader would refuse). Check uses
-// engine/index, which is what the engine itself trusts.
+// does (it prints entries a stricter reader would refuse), except that an
+// all-zero first slot is the preallocated tail of an active segment's index
+// with no entry yet, not an entry: DumpLogSegments would print it and then
+// report it as a mismatch against the log. Check uses engine/index, which is
+// what the engine itself trusts.
 const (
 	offsetEntrySize = 8
 	timeEntrySize   = 12
@@ -37,8 +40,8 @@ type timeEntry struct{ ts, offset int64 }
 // first entry after entry 0 whose relative offset is 0 (the zero tail of a
 // preallocated file). relAt gives an entry's relative offset. With
 // zeroFirstIsEmpty an all-zero entry 0 also ends the entries (a preallocated
-// index with no entry yet: Kafka never indexes position 0); DumpLogSegments
-// prints that entry, so Dump does too.
+// index with no entry yet: Kafka never indexes position 0, and no time index
+// entry holds timestamp 0 at the base offset of a live segment).
 func readEntries(f vfs.File, size int64, es int, relAt int, zeroFirstIsEmpty bool, fn func(e []byte)) error {
 	total := size / int64(es)
 	chunk := make([]byte, (64<<10)/es*es)
@@ -123,7 +126,7 @@ func (d *dumper) dumpIndex(path string) {
 		d.fail("dump: %s: index name is not an offset: %w", path, err)
 		return
 	}
-	entries, size, err := readOffsetIndex(d.fs, path, base, false)
+	entries, size, err := readOffsetIndex(d.fs, path, base, true)
 	if err != nil {
 		d.fail("dump: %w", err)
 		return
@@ -200,7 +203,7 @@ func (d *dumper) dumpTimeIndex(path string) {
 		d.fail("dump: %s: index name is not an offset: %w", path, err)
 		return
 	}
-	entries, size, err := readTimeIndex(d.fs, path, base, false)
+	entries, size, err := readTimeIndex(d.fs, path, base, true)
 	if err != nil {
 		d.fail("dump: %w", err)
 		return

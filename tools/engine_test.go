@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -267,24 +268,75 @@ func TestCheckRepairRefusesALockedDir(t *testing.T) {
 	_, _, err = p.Append([]record.Record{{Timestamp: -1, Value: []byte("v")}})
 	require.NoError(t, err)
 	require.NoError(t, p.Flush())
-	f, err := os.OpenFile(filepath.Join(dir, "t-0", "00000000000000000000.log"), os.O_APPEND|os.O_WRONLY, 0)
+
+	// Nothing to repair: refused all the same (it used to return OK).
+	var out bytes.Buffer
+	_, err = Check(&out, dir, CheckOptions{Repair: true})
+	require.ErrorIs(t, err, engine.ErrLocked, "the mount holds the data dir")
+	_, err = Check(&out, filepath.Join(dir, "t-0"), CheckOptions{Repair: true})
+	require.ErrorIs(t, err, engine.ErrLocked, "a partition directory of a mounted data dir")
+
+	logPath := filepath.Join(dir, "t-0", "00000000000000000000.log")
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
 	_, err = f.Write([]byte{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 99, 1, 1, 1, 1, 1})
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	var out bytes.Buffer
+	before, err := os.ReadFile(logPath)
+	require.NoError(t, err)
 	_, err = Check(&out, dir, CheckOptions{Repair: true})
-	require.ErrorIs(t, err, engine.ErrLocked, "the mount holds the data dir")
-	assert.Contains(t, out.String(), "FAILED", "the problems are reported before the repair is refused")
+	require.ErrorIs(t, err, engine.ErrLocked)
+	after, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "a refused repair writes nothing")
+	rep, err := Check(&out, dir, CheckOptions{})
+	require.NoError(t, err, "check without --repair reads a mounted directory")
+	assert.NotEmpty(t, rep.Problems())
 }
 
-// TestCheckRepairCorruptSealedSegment damages a batch in the middle of a
-// multi-segment log: check names the segment and position; repair, as
-// Kafka's recovery, truncates there and drops every later segment.
+// fileBytes reads every file of dir by name.
+func fileBytes(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// readAllValues reads a partition through the engine: offset -> value.
+func readAllValues(t *testing.T, p *engine.Partition) map[int64]string {
+	t.Helper()
+	r := p.NewReader(p.LogStartOffset(), engine.ReaderOptions{})
+	defer r.Close()
+	out := map[int64]string{}
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		recs, err := b.Records(nil)
+		require.NoError(t, err)
+		for _, rec := range recs {
+			out[rec.Offset] = string(rec.Value)
+		}
+	}
+}
+
+// TestCheckRepairCorruptSealedSegment flips one bit in the middle of a
+// sealed segment of a multi-segment log. check names the segment and
+// position and prints the plan without writing; --repair moves exactly the
+// damaged batch aside and keeps every other record at its offset; later
+// segments are byte-identical (it used to truncate there and drop them).
 func TestCheckRepairCorruptSealedSegment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet(),
-		Overrides: map[string]map[string]string{"c": {"segment.bytes": "1024"}}})
+		Overrides: map[string]map[string]string{"c": {"segment.bytes": "1024", "index.interval.bytes": "100"}}})
 	require.NoError(t, err)
 	tp, err := d.CreateTopic("c", 1)
 	require.NoError(t, err)
@@ -294,19 +346,25 @@ func TestCheckRepairCorruptSealedSegment(t *testing.T) {
 		_, _, err := p.Append([]record.Record{{Timestamp: int64(1000 + i), Value: []byte(fmt.Sprintf("record %03d %s", i, strings.Repeat("-", 40)))}})
 		require.NoError(t, err)
 	}
+	want := readAllValues(t, p)
+	leo := p.LogEndOffset()
 	segs := p.Segments()
 	require.Greater(t, len(segs), 3)
 	require.NoError(t, d.Close())
 
+	partDir := filepath.Join(dir, "c-0")
 	victim := segs[1]
-	logPath := filepath.Join(dir, "c-0", fmt.Sprintf("%020d.log", victim.BaseOffset))
+	name := fmt.Sprintf("%020d", victim.BaseOffset)
+	logPath := filepath.Join(partDir, name+".log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
 	pos := batchPositions(t, data)
-	require.Greater(t, len(pos), 2)
-	bad := pos[2]
-	data[bad+70] ^= 0x01 // one bit in the records
+	require.Greater(t, len(pos), 3)
+	bad, end := pos[len(pos)/2], pos[len(pos)/2+1]
+	badOffset := victim.BaseOffset + int64(len(pos)/2) // one record per batch
+	data[bad+70] ^= 0x01                               // one bit in the records
 	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+	before := fileBytes(t, partDir)
 
 	var out bytes.Buffer
 	rep, err := Check(&out, dir, CheckOptions{})
@@ -314,22 +372,43 @@ func TestCheckRepairCorruptSealedSegment(t *testing.T) {
 	require.NotEmpty(t, rep.Problems())
 	assert.Equal(t, logPath, rep.Problems()[0].Path, out.String())
 	assert.Equal(t, bad, rep.Problems()[0].Position)
+	aside := fmt.Sprintf("%s.log.damaged-%d-%d", name, bad, end)
+	assert.Contains(t, out.String(), fmt.Sprintf("c-0: would move bytes %d..%d (%d bytes) of %s.log to %s; offset %d lost, between intact offsets %d and %d",
+		bad, end, end-bad, name, aside, badOffset, badOffset-1, badOffset+1), out.String())
+	assert.Contains(t, out.String(), fmt.Sprintf("c-0: would rewrite %s.log to its %d intact batches (%d records)", name, len(pos)-1, len(pos)-1))
+	assert.Equal(t, before, fileBytes(t, partDir), "check without --repair writes nothing")
 
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{Repair: true})
 	require.NoError(t, err, out.String())
 	require.Empty(t, rep.Problems(), out.String())
 	pr := partitionReport(t, rep, "c", 0)
-	assert.Equal(t, victim.BaseOffset+2, pr.NextOffset, "the log ends before the bad batch")
-	assert.EqualValues(t, 2, pr.Segments, "later segments are dropped")
+	assert.Equal(t, leo, pr.NextOffset, "the log end is unchanged")
+	assert.EqualValues(t, len(segs), pr.Segments, "every segment is kept")
+
+	after := fileBytes(t, partDir)
+	assert.Equal(t, data[bad:end], after[aside], "the damaged bytes, byte for byte")
+	assert.Equal(t, append(data[:bad:bad], data[end:]...), after[name+".log"])
+	for f, b := range before {
+		if !strings.HasPrefix(f, name) {
+			assert.Equal(t, b, after[f], "%s is untouched", f)
+		}
+	}
+	// Rebuilt with the default index.interval.bytes (a mount's settings
+	// are not known offline), so the offset index may be empty; the time
+	// index holds at least the segment's final entry.
+	assert.Contains(t, after, name+".index")
+	assert.NotEmpty(t, after[name+".timeindex"])
 
 	d, err = engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet()})
 	require.NoError(t, err)
 	p, err = interopTopicPartition(d, "c", 0)
 	require.NoError(t, err)
+	delete(want, badOffset)
+	assert.Equal(t, want, readAllValues(t, p), "every intact record at its offset")
 	first, _, err := p.Append([]record.Record{{Timestamp: -1, Value: []byte("after repair")}})
 	require.NoError(t, err)
-	assert.Equal(t, victim.BaseOffset+2, first, "appends continue at the repaired log end")
+	assert.Equal(t, leo, first, "appends continue at the log end")
 	require.NoError(t, d.Close())
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{})

@@ -116,14 +116,14 @@ func FuzzDumpLog(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mem := vfs.NewMem()
-		require.NoError(t, mem.MkdirAll("/d", 0o755))
-		file, err := mem.OpenFile("/d/00000000000000000000.log", os.O_CREATE|os.O_RDWR, 0o644)
+		require.NoError(t, mem.MkdirAll("/d/t-0", 0o755))
+		file, err := mem.OpenFile("/d/t-0/00000000000000000000.log", os.O_CREATE|os.O_RDWR, 0o644)
 		require.NoError(t, err)
 		_, err = file.WriteAt(data, 0)
 		require.NoError(t, err)
 		require.NoError(t, file.Close())
-		_ = Dump(io.Discard, io.Discard, []string{"/d/00000000000000000000.log"}, DumpOptions{PrintData: true, FS: mem})
-		_ = Dump(io.Discard, io.Discard, []string{"/d/00000000000000000000.log"}, DumpOptions{JSON: true, DeepIteration: true, FS: mem})
+		_ = Dump(io.Discard, io.Discard, []string{"/d/t-0/00000000000000000000.log"}, DumpOptions{PrintData: true, FS: mem})
+		_ = Dump(io.Discard, io.Discard, []string{"/d/t-0/00000000000000000000.log"}, DumpOptions{JSON: true, DeepIteration: true, FS: mem})
 		var out bytes.Buffer
 		_, err = Check(&out, "/d", CheckOptions{FS: mem})
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/topicfs/topicfs/engine"
@@ -39,10 +40,18 @@ offsets, every index entry, the checkpoint files and leftovers of interrupted
 deletes or compactions. It prints a line per partition and totals, and exits
 1 when it found problems.
 
---repair does what recovery does after a crash: it truncates a log at the
-first bad batch (dropping what follows), rebuilds indexes and finishes or
-rolls back an interrupted compaction swap, then checks again. It locks the
-directory, so run it on an unmounted data directory.`,
+When it finds problems it prints what --repair would do, and changes
+nothing. --repair then keeps every intact batch: a damaged byte range of a
+.log moves, byte for byte, to SEGMENT.log.damaged-POS-END beside it (a name
+Kafka and topicfs never load), the batches after it are found again by
+their CRC and stay at their offsets, a torn tail is cut off the same way,
+and only the changed segments' indexes are rebuilt; an interrupted
+compaction swap is completed or rolled back. It says what it did, then
+checks again. It locks the directory first, so it refuses a directory a
+mount (or a Kafka broker) uses. DIR must be a data directory (partition
+directories TOPIC-N with .log files, meta.properties or checkpoint files)
+or one partition directory; anything else, including a topicfs mountpoint,
+is an error.`,
 		flags: checkFlags,
 	})
 }
@@ -62,7 +71,7 @@ func dumpFlags(fs *flag.FlagSet, e *env) func([]string) int {
 			return e.usageErr(cmd, "name at least one FILE (a .log, .index, .timeindex, .txnindex or .snapshot)")
 		}
 		if err := tools.Dump(e.stdout, e.stderr, files, o); err != nil {
-			return e.fail(cmd, "%v", err)
+			return exitFail // Dump printed each error once, in order with its output
 		}
 		return exitOK
 	}
@@ -70,7 +79,7 @@ func dumpFlags(fs *flag.FlagSet, e *env) func([]string) int {
 
 func checkFlags(fs *flag.FlagSet, e *env) func([]string) int {
 	var repair bool
-	fs.BoolVar(&repair, "repair", false, "recover what recovery would (truncate at the first bad batch, rebuild indexes, settle interrupted swaps), then check again")
+	fs.BoolVar(&repair, "repair", false, "carry out the plan check prints: move damaged byte ranges aside keeping every intact batch, rebuild indexes, settle interrupted swaps; then check again")
 	return func(args []string) int {
 		const cmd = "check"
 		if len(args) != 1 {
@@ -82,6 +91,9 @@ func checkFlags(fs *flag.FlagSet, e *env) func([]string) int {
 		} else if !fi.IsDir() {
 			return e.fail(cmd, "%s is not a directory", dir)
 		}
+		if mnt, ok := topicfsMountOf(dir); ok {
+			return e.fail(cmd, "%s is inside the topicfs mount at %s, not a data directory: check the data directory it serves (--repair only once unmounted)", dir, mnt)
+		}
 		opts := tools.CheckOptions{Repair: repair}
 		if repair {
 			opts.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -89,7 +101,7 @@ func checkFlags(fs *flag.FlagSet, e *env) func([]string) int {
 		rep, err := tools.Check(e.stdout, dir, opts)
 		if err != nil {
 			if errors.Is(err, engine.ErrLocked) {
-				return e.fail(cmd, "%s is in use by a topicfs mount; unmount it before --repair", dir)
+				return e.fail(cmd, "%s is in use by a topicfs mount or a Kafka broker (its .lock is held); unmount it before --repair", dir)
 			}
 			return e.fail(cmd, "%v", err)
 		}
@@ -98,7 +110,7 @@ func checkFlags(fs *flag.FlagSet, e *env) func([]string) int {
 			fmt.Fprintf(e.stderr, "topicfs check: repaired %s\n", strings.Join(rep.Repaired, ", "))
 		}
 		if len(problems) > 0 {
-			hint := " (topicfs check --repair recovers what a crash recovery would)"
+			hint := " (the plan above is what topicfs check --repair would do)"
 			if repair {
 				hint = " left after the repair"
 			}
@@ -107,4 +119,45 @@ func checkFlags(fs *flag.FlagSet, e *env) func([]string) int {
 		}
 		return exitOK
 	}
+}
+
+// topicfsMountOf reports whether path lies on a topicfs FUSE mount (the
+// mountpoint or below it) and returns the mountpoint.
+func topicfsMountOf(path string) (string, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	best := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mnt := unescapeOctal(f[4])
+		if !within(abs, mnt) || len(mnt) < len(best) {
+			continue
+		}
+		fstype := ""
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) {
+				fstype = f[i+1]
+				break
+			}
+		}
+		if fstype == "fuse.topicfs" {
+			best = mnt
+		} else if len(mnt) > len(best) {
+			best = "" // a mount of another type over (a part of) a topicfs mount
+		}
+	}
+	return best, best != ""
 }

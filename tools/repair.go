@@ -1,0 +1,538 @@
+package tools
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/vfs"
+)
+
+// A repair never throws intact data away. For each partition with a
+// problem it:
+//
+//  1. settles an interrupted compaction swap the way recovery does (the
+//     engine completes or rolls it back), then checks the partition again;
+//  2. scans each .log with a problem (planSegment) and moves every damaged
+//     byte range to <segment>.log.damaged-<pos>-<end> beside it, byte for
+//     byte (positions are those of the original file). Kafka's loader and
+//     topicfs only load names ending in .log/.index/.timeindex/.txnindex
+//     (and .deleted/.cleaned/.swap), so both ignore these files;
+//  3. rewrites the .log with the intact batches only, unchanged and in
+//     order (through <segment>.log.repairing, renamed over the .log once
+//     durable), or truncates it when the damage is a tail. Offsets are kept,
+//     so the damaged range leaves a gap, as compaction does;
+//  4. rebuilds the indexes of the segments it rewrote and of those whose
+//     indexes had problems, and only those.
+
+// Names of the files a repair writes beside a segment.
+const (
+	damagedInfix    = ".damaged-"  // <base>.log.damaged-<pos>-<end>
+	repairingSuffix = ".repairing" // <base>.log.repairing while it is written
+)
+
+// ErrNotDataDir is returned by Check for a directory that is neither a data
+// directory nor a partition directory.
+var ErrNotDataDir = errors.New("not a data directory")
+
+// dataDirMarkers are root files only a data directory (topicfs's or a Kafka
+// broker's) holds.
+var dataDirMarkers = []string{
+	"meta.properties", engine.LockFile, engine.RecoveryPointCheckpointFile,
+	engine.LogStartOffsetCheckpointFile, engine.CleanerOffsetCheckpointFile,
+	"replication-offset-checkpoint", engine.TopicsConfigFile, engine.CleanShutdownFile,
+	engine.KafkaCleanShutdownFile,
+}
+
+// identifyDataDir reports whether dir is a single partition directory (a
+// TOPIC-N directory holding .log files), or else a data directory: one
+// holding a root marker file or a partition directory with .log files. An
+// empty directory is not one: there is nothing to check (a mount writes its
+// checkpoint files on the first stop).
+func identifyDataDir(fsys vfs.FS, dir string) (single bool, err error) {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("check: %w", err)
+	}
+	if _, ok := partitionOf(filepath.Base(filepath.Clean(dir))); ok && hasLogs(entries) {
+		return true, nil
+	}
+	const what = "a data directory holds TOPIC-N partition directories with .log files, meta.properties or checkpoint files"
+	if len(entries) == 0 {
+		return false, fmt.Errorf("%s is %w: it is empty (%s)", dir, ErrNotDataDir, what)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && slices.Contains(dataDirMarkers, e.Name()) {
+			return false, nil
+		}
+	}
+	for _, e := range entries {
+		if _, ok := partitionOf(e.Name()); !ok || !e.IsDir() {
+			continue
+		}
+		if sub, err := fsys.ReadDir(filepath.Join(dir, e.Name())); err == nil && hasLogs(sub) {
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("%s is %w (%s)", dir, ErrNotDataDir, what)
+}
+
+// PartitionPlan is what a repair does to one partition.
+type PartitionPlan struct {
+	Name, Dir string
+	// SettleSwaps: an interrupted compaction swap is completed or rolled
+	// back first (the segments below may change with it).
+	SettleSwaps bool
+	// Segments are the .log files with damaged ranges.
+	Segments []SegmentPlan
+	// Rebuild lists the .log files whose indexes are rebuilt.
+	Rebuild []string
+}
+
+func (p *PartitionPlan) empty() bool {
+	return !p.SettleSwaps && len(p.Segments) == 0 && len(p.Rebuild) == 0
+}
+
+// planRepair plans the repair of every partition with a problem.
+func planRepair(fsys vfs.FS, rep *CheckReport) ([]PartitionPlan, error) {
+	var out []PartitionPlan
+	for i := range rep.Partitions {
+		p := &rep.Partitions[i]
+		if len(p.Problems) == 0 {
+			continue
+		}
+		pl, err := planPartition(fsys, p)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// planPartition scans the segments of p that a problem names (and the one
+// before a segment whose base offset overlaps it).
+func planPartition(fsys vfs.FS, p *PartitionReport) (PartitionPlan, error) {
+	pl := PartitionPlan{Name: fmt.Sprintf("%s-%d", p.Topic, p.Partition), Dir: p.Dir}
+	named := map[string]bool{}
+	for _, pr := range p.Problems {
+		named[pr.Path] = true
+		if strings.HasSuffix(pr.Path, ".swap") {
+			pl.SettleSwaps = true
+		}
+	}
+	logs, err := segmentLogs(fsys, p.Dir)
+	if err != nil {
+		return pl, err
+	}
+	rebuild := map[string]bool{}
+	for i, l := range logs {
+		stem := strings.TrimSuffix(l.path, ".log")
+		for _, s := range []string{".index", ".timeindex", ".txnindex"} {
+			if named[stem+s] {
+				rebuild[l.path] = true
+			}
+		}
+		if !named[l.path] && (i+1 == len(logs) || !named[logs[i+1].path]) {
+			continue
+		}
+		lim := scanLimits{base: l.base, limit: math.MaxInt64}
+		if i+1 < len(logs) {
+			lim.limit, lim.hasNext = logs[i+1].base, true
+		}
+		sp, err := planLogFile(fsys, l.path, lim)
+		if err != nil {
+			return pl, err
+		}
+		if len(sp.Damaged) > 0 {
+			pl.Segments = append(pl.Segments, sp)
+			rebuild[l.path] = true
+		}
+	}
+	for _, l := range logs {
+		if rebuild[l.path] {
+			pl.Rebuild = append(pl.Rebuild, l.path)
+		}
+	}
+	return pl, nil
+}
+
+type logFile struct {
+	path string
+	base int64
+}
+
+// segmentLogs lists the .log files of a partition directory by base offset.
+func segmentLogs(fsys vfs.FS, dir string) ([]logFile, error) {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []logFile
+	for _, e := range entries {
+		if base, suffix, ok := segmentName(e.Name()); ok && suffix == "log" && !e.IsDir() {
+			out = append(out, logFile{path: filepath.Join(dir, e.Name()), base: base})
+		}
+	}
+	slices.SortFunc(out, func(a, b logFile) int { return int(min(max(a.base-b.base, -1), 1)) })
+	return out, nil
+}
+
+func planLogFile(fsys vfs.FS, path string, lim scanLimits) (SegmentPlan, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return SegmentPlan{}, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return SegmentPlan{}, err
+	}
+	sp, err := planSegment(f, size, lim)
+	if err != nil {
+		return sp, fmt.Errorf("%s: %w", path, err)
+	}
+	sp.Path = path
+	for i := range sp.Damaged {
+		if sp.Damaged[i].Aside, err = chooseAside(fsys, f, path, sp.Damaged[i]); err != nil {
+			return sp, err
+		}
+	}
+	return sp, nil
+}
+
+// asidePath names the file a damaged range of log moves to: the plan's
+// choice, or <log>.damaged-<pos>-<end> when there is none.
+func asidePath(log string, r DamagedRange) string {
+	if r.Aside != "" {
+		return r.Aside
+	}
+	return fmt.Sprintf("%s%s%d-%d", log, damagedInfix, r.Pos, r.End)
+}
+
+// chooseAside picks the aside file of a damaged range of src (the .log at
+// log): the plain name, unless a file of that name holds other bytes (from an
+// earlier repair of the rewritten segment), then the first free one of
+// name.2, name.3, ... A file already holding exactly these bytes is reused,
+// so a repair run again after an interruption writes the same files.
+func chooseAside(fsys vfs.FS, src vfs.File, log string, r DamagedRange) (string, error) {
+	plain := asidePath(log, DamagedRange{Pos: r.Pos, End: r.End})
+	var want []byte
+	for i := 1; ; i++ {
+		name := plain
+		if i > 1 {
+			name = fmt.Sprintf("%s.%d", plain, i)
+		}
+		have, err := readAll(fsys, name)
+		if errors.Is(err, os.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if int64(len(have)) != r.End-r.Pos {
+			continue
+		}
+		if want == nil {
+			want = make([]byte, r.End-r.Pos)
+			if _, err := src.ReadAt(want, r.Pos); err != nil && !errors.Is(err, io.EOF) {
+				return "", err
+			}
+		}
+		if bytes.Equal(have, want) {
+			return name, nil
+		}
+	}
+}
+
+// printPlan says what check --repair would do.
+func printPlan(w io.Writer, plans []PartitionPlan) {
+	fmt.Fprintln(w, "check --repair would:")
+	for i := range plans {
+		describePlan(w, &plans[i], "  ", "would ")
+	}
+}
+
+// describePlan prints one partition's plan, each line after prefix; verb is
+// "would " for the plan and "" once done.
+func describePlan(w io.Writer, pl *PartitionPlan, prefix, verb string) {
+	past := func(would, did string) string {
+		if verb != "" {
+			return verb + would
+		}
+		return did
+	}
+	if pl.empty() {
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, pl.Name, past("change nothing (the problems above are not in segment or index files; they stay)", "changed nothing"))
+		return
+	}
+	if pl.SettleSwaps {
+		fmt.Fprintf(w, "%s%s: %s the interrupted compaction swap, as recovery does (then the segments are scanned again)\n",
+			prefix, pl.Name, past("complete or roll back", "completed or rolled back"))
+	}
+	for _, sp := range pl.Segments {
+		for _, r := range sp.Damaged {
+			fmt.Fprintf(w, "%s%s: %s bytes %d..%d (%d bytes) of %s to %s; %s\n", prefix, pl.Name, past("move", "moved"),
+				r.Pos, r.End, r.End-r.Pos, filepath.Base(sp.Path), filepath.Base(asidePath(sp.Path, r)), lostOffsets(r))
+			for _, d := range r.Dropped {
+				fmt.Fprintf(w, "%s  with it the batch at position %d (offsets %d..%d): its CRC verifies but its offsets conflict with the batch at position %d, and the base offset field is outside the CRC\n",
+					prefix, d.Pos, d.Base, d.Last, d.ConflictPos)
+			}
+		}
+		how := "rewrite"
+		if len(sp.Damaged) == 1 && sp.Damaged[0].End == sp.Size {
+			how = "truncate"
+		}
+		fmt.Fprintf(w, "%s%s: %s %s to its %d intact batches (%d records), each at its offsets\n", prefix, pl.Name,
+			past(how, map[string]string{"rewrite": "rewrote", "truncate": "truncated"}[how]), filepath.Base(sp.Path), sp.KeptBatches, sp.KeptRecords)
+	}
+	for _, l := range pl.Rebuild {
+		fmt.Fprintf(w, "%s%s: %s the indexes of %s\n", prefix, pl.Name, past("rebuild", "rebuilt"), filepath.Base(l))
+	}
+	fmt.Fprintf(w, "%s%s: %s no other segment\n", prefix, pl.Name, past("touch", "touched"))
+}
+
+// lostOffsets says which offsets a damaged range held.
+func lostOffsets(r DamagedRange) string {
+	switch {
+	case r.NextBase < 0:
+		return fmt.Sprintf("the log ends after intact offset %d (the bytes held no intact batch)", r.PrevLast)
+	case r.NextBase == r.PrevLast+1:
+		return fmt.Sprintf("no offset lost (intact offsets %d and %d are consecutive)", r.PrevLast, r.NextBase)
+	case r.NextBase == r.PrevLast+2:
+		return fmt.Sprintf("offset %d lost, between intact offsets %d and %d", r.PrevLast+1, r.PrevLast, r.NextBase)
+	}
+	return fmt.Sprintf("offsets %d..%d lost, between intact offsets %d and %d", r.PrevLast+1, r.NextBase-1, r.PrevLast, r.NextBase)
+}
+
+// topicConfig is the config a repair opens a partition with: defaults plus
+// the persisted overrides (what mount.toml says is not known offline; it
+// only matters for index spacing and sizes).
+func topicConfig(topics map[string]map[string]string, topic string) engine.Config {
+	c := engine.DefaultConfig()
+	for k, v := range topics[topic] {
+		if n, err := c.Apply(map[string]string{k: v}); err == nil {
+			c = n
+		}
+	}
+	return c
+}
+
+// repairEnv is what repairing one partition needs.
+type repairEnv struct {
+	w      io.Writer
+	fsys   vfs.FS
+	logger *slog.Logger
+	topics map[string]map[string]string
+}
+
+// repair carries out the plan, under the directory lock Check holds.
+func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]string, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	root := rep.Dir
+	if len(rep.Partitions) == 1 && filepath.Clean(rep.Partitions[0].Dir) == filepath.Clean(rep.Dir) {
+		root = filepath.Dir(filepath.Clean(rep.Dir))
+	}
+	if err := repairRoot(w, fsys, root, rep.Root); err != nil {
+		return nil, fmt.Errorf("check --repair: %w", err)
+	}
+	env := &repairEnv{w: w, fsys: fsys, logger: logger}
+	env.topics, _, _ = readTopicsConfig(fsys, root)
+
+	var repaired []string
+	for i := range rep.Partitions {
+		p := &rep.Partitions[i]
+		if len(p.Problems) == 0 {
+			continue
+		}
+		changed, err := env.partition(p)
+		if err != nil {
+			return repaired, fmt.Errorf("check --repair: %s-%d: %w", p.Topic, p.Partition, err)
+		}
+		if changed {
+			repaired = append(repaired, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+		}
+	}
+	return repaired, nil
+}
+
+// repairRoot handles unreadable root files: a checkpoint file is removed
+// (missing means no entries: the next open recovers every partition from
+// its start, as Kafka does when it cannot read one); topicfs-topics.json is
+// set aside as topicfs-topics.json.corrupt, keeping its bytes.
+func repairRoot(w io.Writer, fsys vfs.FS, root string, problems []Problem) error {
+	for _, pr := range problems {
+		name := filepath.Base(pr.Path)
+		switch {
+		case name == engine.TopicsConfigFile:
+			if err := fsys.Rename(pr.Path, pr.Path+".corrupt"); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "repair: moved unreadable %s to %s.corrupt (topics use their default settings)\n", pr.Path, name)
+		case slices.Contains(checkpointFiles, name):
+			if err := fsys.Remove(pr.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			fmt.Fprintf(w, "repair: removed unreadable %s (the next open recovers every partition from its start)\n", pr.Path)
+		default:
+			continue
+		}
+		if err := fsys.SyncDir(root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partition repairs one partition and reports whether it changed anything.
+func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
+	pl, err := planPartition(env.fsys, p)
+	if err != nil {
+		return false, err
+	}
+	if pl.SettleSwaps {
+		// The engine settles swaps when it opens a partition.
+		if err := env.open(p, nil); err != nil {
+			return false, err
+		}
+		again := checkPartition(env.fsys, p.Dir, engine.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		if pl, err = planPartition(env.fsys, &again); err != nil {
+			return true, err
+		}
+		pl.SettleSwaps = true // done: describePlan says so
+	}
+	// Indexes go first (durably), so that an interrupted repair never
+	// leaves a rewritten .log beside indexes of the old one; missing ones
+	// are rebuilt by the next open.
+	for _, l := range pl.Rebuild {
+		stem := strings.TrimSuffix(l, ".log")
+		for _, s := range []string{".index", ".timeindex", ".txnindex"} {
+			if err := env.fsys.Remove(stem + s); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return true, err
+			}
+		}
+	}
+	if len(pl.Rebuild) > 0 {
+		if err := env.fsys.SyncDir(p.Dir); err != nil {
+			return true, err
+		}
+	}
+	for _, sp := range pl.Segments {
+		if err := applySegmentPlan(env.fsys, sp); err != nil {
+			return true, err
+		}
+	}
+	if len(pl.Rebuild) > 0 {
+		if err := env.open(p, pl.Rebuild); err != nil {
+			return true, err
+		}
+	}
+	describePlan(env.w, &pl, "repair: ", "")
+	return !pl.empty(), nil
+}
+
+// open opens the partition read-write without recovery scanning (which
+// settles interrupted swaps and rebuilds the active segment's missing
+// indexes), loads the indexes of the segments in rebuild (rebuilding the
+// missing ones on disk), and closes it. No .log is changed.
+func (env *repairEnv) open(p *PartitionReport, rebuild []string) error {
+	part, err := engine.OpenPartition(env.fsys, p.Dir, p.Topic, p.Partition, engine.PartitionOptions{
+		Config:        topicConfig(env.topics, p.Topic),
+		RecoveryPoint: -1,
+		// The log start checkpoint is left out: a log start above the log
+		// end makes the engine delete every segment, and a repair must not
+		// (the next mount applies the checkpoint as usual).
+		LogStartOffset: -1,
+		FirstDirty:     -1,
+		CleanShutdown:  true,
+		Logger:         env.logger,
+	})
+	if err != nil {
+		return err
+	}
+	snap := part.Snapshot()
+	var errs []error
+	for _, s := range snap.Segments {
+		if slices.Contains(rebuild, s.LogPath()) {
+			// A lookup above the base offset loads the indexes.
+			if _, err := s.FindOffset(s.BaseOffset() + 1); err != nil {
+				errs = append(errs, fmt.Errorf("rebuild indexes of %s: %w", s.LogPath(), err))
+			}
+		}
+	}
+	snap.Release()
+	return errors.Join(append(errs, part.Close())...)
+}
+
+// applySegmentPlan moves the damaged ranges of a .log aside and leaves the
+// .log with its intact batches only. Each step is durable before the next,
+// so an interrupted repair leaves the original .log (and aside files
+// identical to the ones a second run writes) or the finished one.
+func applySegmentPlan(fsys vfs.FS, sp SegmentPlan) error {
+	src, err := fsys.OpenFile(sp.Path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dir := filepath.Dir(sp.Path)
+	for _, r := range sp.Damaged {
+		if err := copyRange(fsys, src, asidePath(sp.Path, r), []span{{r.Pos, r.End}}); err != nil {
+			return err
+		}
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return err
+	}
+	if len(sp.Damaged) == 1 && sp.Damaged[0].End == sp.Size {
+		if err := src.Truncate(sp.Damaged[0].Pos); err != nil {
+			return err
+		}
+		return src.Sync()
+	}
+	tmp := sp.Path + repairingSuffix
+	if err := copyRange(fsys, src, tmp, sp.kept); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, sp.Path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// copyRange writes the spans of src, in order, to a new file dst and syncs it.
+func copyRange(fsys vfs.FS, src vfs.File, dst string, spans []span) error {
+	out, err := fsys.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for _, s := range spans {
+		for pos := s.pos; pos < s.end; {
+			n := int(min(int64(len(buf)), s.end-pos))
+			if _, err := src.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+				out.Close()
+				return err
+			}
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return err
+			}
+			pos += int64(n)
+		}
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
