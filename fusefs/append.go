@@ -275,9 +275,9 @@ type appendHandle struct {
 	// maxJobs): each runs after the one before it, so the engine goes
 	// from one WRITE's batches straight to the next.
 	jobs []*appendJob
-	// skipping is set while the rest of a too-long line arrives (see
-	// refuseLong).
-	skipping bool
+	// long is the state of a line refused as too long whose rest may
+	// still arrive (appendline.go).
+	long longLine
 	// tailHeld: a FLUSH left an unterminated line, which readers of the
 	// topic wait for (fsys.holdTail) until RELEASE or the next write.
 	tailHeld bool
@@ -391,19 +391,10 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		// A background append failed: this write is refused.
 		return h.failed(err)
 	}
-	if h.skipping {
-		// Inside a line refused as too long: refuse the rest of it. The
-		// write that made it too long does not end it even if it holds the
-		// newline (see refuseLong); the next one that does ends it.
-		if bytes.IndexByte(data, '\n') >= 0 {
-			h.skipping = false
-		}
-		return 0, syscall.EMSGSIZE
+	if h.long.active {
+		return h.writeInLong(data)
 	}
-	if at, found := h.overlong(len(h.split.partial), data); found {
-		return h.tooLongAt(data, at)
-	}
-	return h.writeLines(data)
+	return h.writeFramed(data)
 }
 
 // writeLines is write for data in which no line is too long by the bound
@@ -1064,7 +1055,7 @@ func (h *appendHandle) flush() syscall.Errno {
 	// here, where close(2) sees it (a later write may still complete it;
 	// else RELEASE drops it).
 	errno := h.finish(h.tailError())
-	if len(h.split.partial) > 0 && !h.broken && !h.skipping && !h.tailHeld && h.topic != nil {
+	if len(h.split.partial) > 0 && !h.broken && !h.long.active && !h.tailHeld && h.topic != nil {
 		h.tailHeld = true
 		h.fsys.holdTail(h, h.topic.Name())
 	}
@@ -1076,7 +1067,7 @@ func (h *appendHandle) flush() syscall.Errno {
 func (h *appendHandle) release() syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.skipping = false
+	h.long = longLine{}
 	var err error
 	if tail := h.split.take(); h.broken {
 		// The rest of this line was in a write that failed: a torn line

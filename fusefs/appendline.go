@@ -16,22 +16,93 @@ import (
 //
 // A write(2) larger than the mount's largest WRITE reaches the file as
 // several WRITEs; when one fails after others succeeded, write(2) returns
-// the short count of those, and the writer (stdio, python, cat) sends the
-// rest again in a new write(2), whose first WRITE starts with the same
-// bytes as the refused one. So:
+// the short count of those and the error is not seen. Writers that retry
+// (stdio, python, cat) then send the rest again, starting with the same
+// bytes as the refused WRITE; python sends a refused buffer yet again at
+// its next flush or close. glibc's stdio instead drops what failed and
+// goes on with its next bytes. So, for a line that grows past maxLine:
 //
-//   - A line that starts inside a WRITE and is too long: the complete lines
-//     before it are taken with a short count; the write(2) that then starts
-//     with the long line fails with EMSGSIZE. Its bytes are not taken.
-//   - A line begun in earlier WRITEs (its start was taken) that becomes too
-//     long: the taken start is dropped and the WRITE fails with EMSGSIZE.
-//     Every later WRITE fails too, up to and including the first later one
-//     that holds a newline; after it the next write starts a new line. The
-//     WRITE that made the line too long never ends it, even when it holds
-//     the newline: the writer's retry of those very bytes must not store
-//     the line's end as a record of its own.
+//   - If it starts inside a WRITE after complete lines, those are taken
+//     with a short count, so the writer's next write(2) starts with it.
+//   - The WRITE that makes it too long fails with EMSGSIZE; the start of
+//     the line taken by earlier WRITEs is dropped.
+//   - The WRITE after it fails too, unless the writer moved on (below):
+//     of two refusals in a row at least one reached the writer as an
+//     error, not hidden in a short count.
+//   - From then on, WRITEs that continue the line are taken and dropped
+//     up to its newline; the bytes after the newline are lines as usual.
+//   - A WRITE that is not a retry of the last refused one (its first bytes
+//     differ), after a refused WRITE that held the line's newline, means
+//     the writer went on past the line: it starts a new line.
 //
-// Nothing of a too-long line is ever stored, whatever the WRITE sizes.
+// Nothing of a too-long line is ever stored, however the kernel or the
+// writer cut it, and the lines after it are stored once the writer gets
+// past it.
+
+// longLine is the state of a line refused as too long.
+type longLine struct {
+	active   bool
+	refusals int    // WRITEs refused since the line became too long
+	head     []byte // the first bytes of the last refused WRITE
+	newline  bool   // the last refused WRITE held the line's newline
+}
+
+// retryHead is how many first bytes of a refused WRITE are kept to tell a
+// retry of it from new bytes.
+const retryHead = 4 << 10
+
+// refuse refuses data, a WRITE inside the long line.
+func (l *longLine) refuse(data []byte) (uint32, syscall.Errno) {
+	l.active = true
+	l.refusals++
+	l.head = append(l.head[:0], data[:min(len(data), retryHead)]...)
+	l.newline = bytes.IndexByte(data, '\n') >= 0
+	return 0, syscall.EMSGSIZE
+}
+
+// retry reports whether data starts with the bytes of the last refused
+// WRITE (as far as both go).
+func (l *longLine) retry(data []byte) bool {
+	k := min(len(data), len(l.head))
+	return k > 0 && bytes.Equal(data[:k], l.head[:k])
+}
+
+// writeInLong is write while a line refused as too long may still arrive
+// (see above). The caller holds h.mu.
+func (h *appendHandle) writeInLong(data []byte) (uint32, syscall.Errno) {
+	l := &h.long
+	if !l.retry(data) && l.newline {
+		*l = longLine{} // the writer went on past the line
+		return h.writeFramed(data)
+	}
+	if l.refusals < 2 {
+		return l.refuse(data)
+	}
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return uint32(len(data)), 0 // taken and dropped
+	}
+	*l = longLine{}
+	n, errno := h.writeFramed(data[i+1:])
+	if errno != 0 {
+		// The dropped end of the line was taken: a short count, and the
+		// writer's next write(2) starts with the refused rest.
+		return uint32(i + 1), 0
+	}
+	return uint32(i+1) + n, 0
+}
+
+// writeFramed is write's framing of data, outside a long line. The caller
+// holds h.mu.
+func (h *appendHandle) writeFramed(data []byte) (uint32, syscall.Errno) {
+	if len(data) == 0 {
+		return 0, 0
+	}
+	if at, found := h.overlong(len(h.split.partial), data); found {
+		return h.tooLongAt(data, at)
+	}
+	return h.writeLines(data)
+}
 
 // valueOnly reports whether each plain line is one bare value (no key to
 // split off).
@@ -106,19 +177,15 @@ func (h *appendHandle) tooLongAt(data []byte, at int) (uint32, syscall.Errno) {
 }
 
 // refuseLong drops a too-long line that begins the write data (or was begun
-// earlier) and decides whether the writes after data still belong to it
-// (skipping): yes when its start was taken by earlier writes (data may come
-// again; see above) or when data does not hold its newline. The caller
-// holds h.mu.
+// earlier) and refuses data. The caller holds h.mu.
 func (h *appendHandle) refuseLong(data []byte) {
 	begun := len(h.split.partial)
-	terminated := bytes.IndexByte(data, '\n') >= 0
 	h.setTail(nil, nil)
 	h.broken = false
-	h.skipping = begun > 0 || !terminated
+	h.long = longLine{head: h.long.head[:0]}
+	h.long.refuse(data)
 	h.fsys.log.Warn("fusefs: refused a line longer than max.message.bytes allows (EMSGSIZE); nothing of it is stored",
-		"topic", h.topicName(), "file", h.fileName(), "max_message_bytes", h.maxMessage,
-		"line_bytes_seen", begun+len(data), "rest_refused_up_to_its_newline", h.skipping)
+		"topic", h.topicName(), "file", h.fileName(), "max_message_bytes", h.maxMessage, "line_bytes_seen", begun+len(data))
 }
 
 // logRefused logs why a line was refused as malformed (EINVAL).
@@ -150,7 +217,7 @@ func (h *appendHandle) fileName() string {
 // record (nil if it could). The caller holds h.mu.
 func (h *appendHandle) tailError() error {
 	tail := h.split.partial
-	if len(tail) == 0 || h.broken || h.skipping {
+	if len(tail) == 0 || h.broken || h.long.active {
 		return nil
 	}
 	r, err := h.parse(tail)
