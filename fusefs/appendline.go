@@ -17,23 +17,27 @@ import (
 // A write(2) larger than the mount's largest WRITE reaches the file as
 // several WRITEs; when one fails after others succeeded, write(2) returns
 // the short count of those and the error is not seen. Writers that retry
-// (stdio, python, cat) then send the rest again, starting with the same
-// bytes as the refused WRITE; python sends a refused buffer yet again at
-// its next flush or close. glibc's stdio instead drops what failed and
-// goes on with its next bytes. So, for a line that grows past maxLine:
+// (Go, python, cat) then send the rest again, starting with the same bytes
+// as the refused WRITE; python sends a refused buffer yet again at its
+// next flush or close. glibc's stdio instead drops what failed and goes on
+// with the bytes after it. So, for a line that grows past maxLine:
 //
 //   - If it starts inside a WRITE after complete lines, those are taken
 //     with a short count, so the writer's next write(2) starts with it.
 //   - The WRITE that makes it too long fails with EMSGSIZE; the start of
 //     the line taken by earlier WRITEs is dropped.
-//   - The WRITE after it fails too, unless the writer moved on (below):
-//     of two refusals in a row at least one reached the writer as an
-//     error, not hidden in a short count.
-//   - From then on, WRITEs that continue the line are taken and dropped
-//     up to its newline; the bytes after the newline are lines as usual.
-//   - A WRITE that is not a retry of the last refused one (its first bytes
-//     differ), after a refused WRITE that held the line's newline, means
-//     the writer went on past the line: it starts a new line.
+//   - A retry of a refused WRITE (the same first bytes) is refused once
+//     more: of two refusals in a row at least one reached the writer as an
+//     error, not hidden in a short count. Further retries are taken and
+//     dropped up to the line's newline (python's write at close); the
+//     bytes after the newline are lines as usual.
+//   - A WRITE with new bytes after a refused one that held the line's
+//     newline means the writer went on past the line (glibc): it starts a
+//     new line.
+//   - A WRITE with new bytes after a refused one without the newline
+//     continues the line: it is refused, and its newline, if any, ends the
+//     line (glibc's "\n" after its refused bulk; or a writer that gave up
+//     on the line and writes the next one, which it can write again).
 //
 // Nothing of a too-long line is ever stored, however the kernel or the
 // writer cut it, and the lines after it are stored once the writer gets
@@ -42,6 +46,7 @@ import (
 // longLine is the state of a line refused as too long.
 type longLine struct {
 	active   bool
+	dropping bool   // bytes of the line are taken and dropped up to its newline
 	refusals int    // WRITEs refused since the line became too long
 	head     []byte // the first bytes of the last refused WRITE
 	newline  bool   // the last refused WRITE held the line's newline
@@ -67,22 +72,35 @@ func (l *longLine) retry(data []byte) bool {
 	return k > 0 && bytes.Equal(data[:k], l.head[:k])
 }
 
+// end forgets the long line; its head buffer is kept for the next one.
+func (l *longLine) end() { *l = longLine{head: l.head[:0]} }
+
 // writeInLong is write while a line refused as too long may still arrive
 // (see above). The caller holds h.mu.
 func (h *appendHandle) writeInLong(data []byte) (uint32, syscall.Errno) {
 	l := &h.long
-	if !l.retry(data) && l.newline {
-		*l = longLine{} // the writer went on past the line
-		return h.writeFramed(data)
-	}
-	if l.refusals < 2 {
-		return l.refuse(data)
+	if !l.dropping {
+		switch retry := l.retry(data); {
+		case retry && l.refusals < 2:
+			return l.refuse(data)
+		case retry:
+			l.dropping = true
+		case l.newline:
+			l.end() // the writer went on past the line
+			return h.writeFramed(data)
+		default:
+			n, errno := l.refuse(data)
+			if l.newline {
+				l.end() // the line ends at this refused newline
+			}
+			return n, errno
+		}
 	}
 	i := bytes.IndexByte(data, '\n')
 	if i < 0 {
 		return uint32(len(data)), 0 // taken and dropped
 	}
-	*l = longLine{}
+	l.end()
 	n, errno := h.writeFramed(data[i+1:])
 	if errno != 0 {
 		// The dropped end of the line was taken: a short count, and the
@@ -182,7 +200,7 @@ func (h *appendHandle) refuseLong(data []byte) {
 	begun := len(h.split.partial)
 	h.setTail(nil, nil)
 	h.broken = false
-	h.long = longLine{head: h.long.head[:0]}
+	h.long.end()
 	h.long.refuse(data)
 	h.fsys.log.Warn("fusefs: refused a line longer than max.message.bytes allows (EMSGSIZE); nothing of it is stored",
 		"topic", h.topicName(), "file", h.fileName(), "max_message_bytes", h.maxMessage, "line_bytes_seen", begun+len(data))

@@ -182,8 +182,18 @@ func TestAppendHandleOverlongLineWriters(t *testing.T) {
 	assert.Equal(t, syscall.EMSGSIZE, errno)
 	_, errno = kernelWrite(h, []byte("a2\n"), 4096, 0)
 	require.Zero(t, errno, "a write that is no retry, after the refused newline, is a new line")
+
+	// A writer whose first WRITE of a line is refused (it was too long
+	// alone) and that goes on with the next line: that write ends the long
+	// line and is refused; written again, it is stored.
+	_, errno = kernelWrite(h, []byte(line), 4096, 0)
+	assert.Equal(t, syscall.EMSGSIZE, errno)
+	_, errno = kernelWrite(h, []byte("next\n"), 4096, 0)
+	assert.Equal(t, syscall.EMSGSIZE, errno)
+	_, errno = kernelWrite(h, []byte("next\n"), 4096, 0)
+	require.Zero(t, errno)
 	require.Zero(t, h.release())
-	assert.Equal(t, []string{"after", "a2"}, p.got)
+	assert.Equal(t, []string{"after", "a2", "next"}, p.got)
 
 	// A line that fits exactly is a record; one byte more is not.
 	p.got = nil
