@@ -254,6 +254,95 @@ func (h *appendHandle) keepTail() {
 	}
 }
 
+// flush appends every buffered batch (every complete line written so far):
+// close(2) returns only after those records are visible. An unterminated
+// final line stays: every close(2) of a shared descriptor sends a FLUSH
+// (`(cat part; echo rest) > append` flushes between the two), so it
+// becomes a record at RELEASE (release); readers of the topic wait briefly
+// for that (holdTail).
+func (h *appendHandle) flush() syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A final line that could not be a record as it stands is reported
+	// here, where close(2) sees it (a later write may still complete it;
+	// else RELEASE drops it).
+	errno := h.finish(h.tailError())
+	if len(h.split.partial) > 0 && !h.broken && !h.long.active && !h.tailHeld && h.topic != nil {
+		h.tailHeld = true
+		h.fsys.holdTail(h, h.topic.Name())
+	}
+	return errno
+}
+
+// release commits a final unterminated line as a record and appends
+// everything buffered: the last descriptor of the open file is gone.
+func (h *appendHandle) release() syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.long = longLine{}
+	var err error
+	if tail := h.split.take(); h.broken {
+		// The rest of this line was in a write that failed: a torn line
+		// is not a record.
+		h.broken = false
+		h.fsys.log.Warn("fusefs: dropping an incomplete line after a failed write", "bytes", len(tail))
+	} else if len(tail) > 0 {
+		err = h.commitLine(tail)
+	}
+	errno := h.finish(err)
+	h.keepTail()
+	return errno
+}
+
+// commitLine parses and routes one final line (a copy the handle owns).
+// The caller holds h.mu.
+func (h *appendHandle) commitLine(tail []byte) error {
+	r, err := h.parse(tail)
+	size := recordSize(&r)
+	if err != nil {
+		h.logRefused(err, len(tail))
+		return err
+	}
+	if err := h.check(r.Key, size, h.keyRequired()); err != nil {
+		return err
+	}
+	n, err := h.resolve()
+	if err != nil {
+		return err
+	}
+	recs := []record.Record{r}
+	if h.fixed >= 0 {
+		pb := h.parts[h.fixed]
+		pb.recs = append(pb.recs, r)
+		recs = pb.recs[len(pb.recs)-1:]
+	}
+	h.route(recs, []int64{size}, n)
+	for _, id := range h.dirty {
+		pb := h.parts[id]
+		pb.dirty = false
+		pb.stable = len(pb.recs) // parse copied the line
+	}
+	h.dirty = h.dirty[:0]
+	return nil
+}
+
+// finish appends every buffered batch, waits until the views know, and
+// returns the errno of err or of the first failure. The caller holds h.mu.
+func (h *appendHandle) finish(err error) syscall.Errno {
+	if aerr := h.appendAll(); err == nil {
+		err = aerr
+	}
+	if serr := h.takeErr(); err == nil {
+		err = serr
+	}
+	// Nothing is in flight or pending now: an idle open handle keeps no
+	// WRITE-sized buffers.
+	h.bulk = [maxJobs + 1][]byte{}
+	h.arena = nil
+	h.awaitNotified()
+	return h.fsys.errno("flush", err)
+}
+
 // tailGrace bounds how long a reader waits for the RELEASE of a handle whose
 // close left an unterminated line: as rmdir waits for a closed handle
 // (releaseGrace), since the kernel sends RELEASE after close(2) returns.
