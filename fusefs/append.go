@@ -398,7 +398,9 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 }
 
 // writeLines is write for data in which no line is too long by the bound
-// of overlong. The caller holds h.mu.
+// of overlong. The caller holds h.mu. It stays one function: its steps
+// (frame, validate, wait for room, route, hand off, keep) share the state
+// of one WRITE and must run in this order.
 func (h *appendHandle) writeLines(data []byte) (uint32, syscall.Errno) {
 	last := bytes.LastIndexByte(data, '\n')
 	partial := h.split.partial
