@@ -29,7 +29,7 @@ func batchPositions(t *testing.T, data []byte) []int64 {
 
 func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 
 func TestCheckPartialTailThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	testutil.CopyTree(t, fixture(t, "cp76-kafka36-lz4-rjmfernandes/data"), dir)
 	logPath := filepath.Join(dir, "_confluent-command-0", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestCheckPartialTailThenRepair(t *testing.T) {
 
 func TestCheckBadIndexEntryThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
+	testutil.CopyTree(t, fixture(t, "cp76-kafka36-lz4-rjmfernandes/data"), dir)
 	idx := filepath.Join(dir, "_confluent-monitoring-0", "00000000000000000000.index")
 	data, err := os.ReadFile(idx)
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestCheckBadIndexEntryThenRepair(t *testing.T) {
 
 func TestCheckLeftovers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	part := filepath.Join(dir, "test0-2")
 	for _, name := range []string{"00000000000000000000.log.deleted", "00000000000000000000.index.deleted", "00000000000000000005.log.cleaned"} {
 		require.NoError(t, os.WriteFile(filepath.Join(part, name), nil, 0o644))
@@ -156,7 +156,7 @@ func TestCheckLeftovers(t *testing.T) {
 
 func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 	var out bytes.Buffer
-	rep, err := Check(&out, fixture("kafka0110-zk-sharaweil/data/test0-0"), CheckOptions{})
+	rep, err := Check(&out, fixture(t, "kafka0110-zk-sharaweil/data/test0-0"), CheckOptions{})
 	require.NoError(t, err)
 	require.Len(t, rep.Partitions, 1)
 	assert.EqualValues(t, 11, rep.Records)
@@ -167,7 +167,7 @@ func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 
 	// A checkpoint that does not parse is a problem.
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{})
@@ -193,7 +193,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+			testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 			require.NoError(t, os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.content), 0o644))
 			var out bytes.Buffer
 			rep, err := Check(&out, dir, CheckOptions{})
@@ -210,7 +210,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 
 func TestCheckRepairRootFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "topicfs-topics.json"), []byte(`{"version":1,`), 0o644))
 	var out bytes.Buffer
