@@ -12,7 +12,7 @@ import (
 )
 
 // Config holds a topic's settings under Kafka's names and defaults
-// (DESIGN.md section 4), plus topicfs's append and view settings. The zero
+// (README.md, "Configuration"), plus topicfs's append and view settings. The zero
 // value is not useful; start from DefaultConfig. A Config is a plain value:
 // copy it freely; Set mutates only the receiver.
 type Config struct {

@@ -942,7 +942,7 @@ func (p *Partition) writeRunLocked() error {
 	return nil
 }
 
-// rollDue is Kafka's LogSegment.shouldRoll (kafka-formats.md §7.1) for a
+// rollDue is Kafka's LogSegment.shouldRoll for a
 // batch of size bytes that follows pending bytes not yet written to s
 // (holding pendingEntries index entries; firstPendingTs is the max
 // timestamp of the first pending batch). exact is false when the answer

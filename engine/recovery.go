@@ -16,7 +16,7 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// Recovery follows Kafka's LogLoader (kafka-formats.md §4.3):
+// Recovery follows Kafka's LogLoader:
 //
 //  1. *.deleted files are removed; *.cleaned files are removed, and so are
 //     *.swap files at or above the lowest .cleaned base (an unfinished split);

@@ -222,7 +222,7 @@ func isNilCloser(c interface{ Close() error }) bool {
 }
 
 // ReplaceSegments swaps finished cleaned segments in for the segments whose
-// base offsets are old, with Kafka's protocol (kafka-formats.md §4.2): the
+// base offsets are old, with Kafka's protocol (LocalLog.replaceSegments): the
 // cleaned files are renamed .swap in descending base order, the old
 // segments' files .deleted, the swaps to their final names, and the
 // directory is fsynced; then the new segment list is published. A crash at

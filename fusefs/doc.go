@@ -18,7 +18,7 @@
 //	defer srv.Unmount()
 //	srv.Wait()
 //
-// Choices where DESIGN.md leaves room:
+// Choices where the specification leaves room:
 //
 //   - rmdir TOPIC deletes the topic unless an append or config file of it is
 //     open for writing: then it fails with EBUSY (buffered records would be

@@ -11,7 +11,7 @@ import (
 )
 
 // errnoTable maps engine errors to the errno a user sees, following the error
-// table of DESIGN.md §2. It is walked in order with errors.Is, so wrapped
+// table of README.md ("The mount"). It is walked in order with errors.Is, so wrapped
 // errors ("engine: unknown topic: orders") map like their sentinels. Errnos
 // that the file system passes through wrapped (ENOSPC, EIO, ...) are found by
 // errors.As on syscall.Errno after the table.

@@ -534,7 +534,7 @@ func snakeKeys(v any, path string, out map[string]string) {
 	}
 }
 
-// TestStatsFields: stats has every field DESIGN.md §2 names, snake_case keys
+// TestStatsFields: stats has every field the specification names, snake_case keys
 // at every depth, the same top-level keys whatever the state, and cleaner and
 // retention state also when no scheduler runs (read-only mounts).
 func TestStatsFields(t *testing.T) {

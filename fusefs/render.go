@@ -359,8 +359,8 @@ func appendJSONString(dst []byte, s []byte) []byte {
 // or null.marker, then '\n') into dst[n:] straight from data, the
 // uncompressed records section of a v2 batch, starting with the record at
 // data[p:] and rendering at most left records. It is putPlain fused with
-// the decoding: no record.Record is built. Record layout (kafka-formats.md
-// §1.4, zig-zag varints):
+// the decoding: no record.Record is built. Record layout (Kafka's
+// DefaultRecord, zig-zag varints):
 //
 //	length | attributes int8 | timestampDelta | offsetDelta |
 //	keyLength | key | valueLength | value | headersCount (0 here)

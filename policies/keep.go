@@ -93,7 +93,7 @@ func (t *txnTracker) onDataBatch(producerID, lastOffset int64, transactional boo
 	return false
 }
 
-// Control record types (kafka-formats.md §1.6); part of the format.
+// Control record types (Kafka's ControlRecordType); part of the format.
 const (
 	controlAbort  = 0
 	controlCommit = 1

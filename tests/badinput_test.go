@@ -1,6 +1,6 @@
 package tests
 
-// Bad input through the mount: every row of DESIGN.md's error table and
+// Bad input through the mount: every row of README.md's error table and
 // then some, each driven with bash and real tools. Each row asserts the errno
 // by the message bash or the tool prints and a non-zero exit status; after
 // every row the mount must still accept and show a new record, and no earlier

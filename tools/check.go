@@ -372,7 +372,8 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 // leaderEpochFile is Kafka's per-partition leader epoch cache.
 const leaderEpochFile = "leader-epoch-checkpoint"
 
-// parseLeaderEpochs parses a leader-epoch-checkpoint (kafka-formats.md §5):
+// parseLeaderEpochs parses a leader-epoch-checkpoint (Kafka's
+// LeaderEpochCheckpointFile):
 // "0\n<count>\n" then "<epoch> <startOffset>" lines. An empty file has no
 // entries.
 func parseLeaderEpochs(data []byte) ([][2]int64, error) {
@@ -710,7 +711,7 @@ func (c *partitionChecker) checkTxnIndex(s *segmentFiles, batches []batchInfo) {
 	}
 }
 
-// Root checkpoint files (kafka-formats.md §5).
+// Root checkpoint files (Kafka's OffsetCheckpointFile format).
 var checkpointFiles = []string{
 	engine.RecoveryPointCheckpointFile,
 	engine.LogStartOffsetCheckpointFile,

@@ -12,7 +12,7 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// Index entries as Kafka stores them (kafka-formats.md §3), big-endian:
+// Index entries as Kafka stores them (OffsetIndex, TimeIndex), big-endian:
 //
 //	.index      +----------------------+---------------------+
 //	 8 bytes    | relativeOffset int32 | position int32      |

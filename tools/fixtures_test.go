@@ -141,7 +141,7 @@ func TestCheckFixtureFacts(t *testing.T) {
 }
 
 // kafkaBatchLine formats a v2 batch line from kmsg's independent parse of
-// raw, following kafka-formats.md §8 (Kafka 3.3+ text).
+// raw, following kafka-dump-log's format (Kafka 3.3+ text).
 func kafkaBatchLine(t *testing.T, raw []byte, pos int64) string {
 	t.Helper()
 	var b kmsg.RecordBatch
@@ -268,7 +268,7 @@ func TestDumpMatchesKafkaFormatOnFixtures(t *testing.T) {
 }
 
 func TestDumpKafkaSampleLine(t *testing.T) {
-	// kafka-formats.md §8 quotes real (pre-3.2) kafka-dump-log output:
+	// Real (pre-3.2) kafka-dump-log output, as published:
 	const sampleBatch = "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0 CreateTime: 1632815304456 size: 88 magic: 2 compresscodec: none crc: 873053997 isvalid: true"
 	const sampleRecord = "| offset: 0 CreateTime: 1632815303637 keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: drfverv"
 	// Rebuild a batch with the same fields (the second record's 5-byte value
@@ -398,7 +398,7 @@ func TestDumpKafkaGoExtractedLogs(t *testing.T) {
 	}
 
 	// The wrapper of v1c-v1c at offset 1 holds inner offsets 0 and 1
-	// (relative inner offsets, kafka-formats.md §1.7): Kafka's legacy lines.
+	// (relative inner offsets, as in Kafka's LegacyRecord): Kafka's legacy lines.
 	path := filepath.Join(root, "v1c-v1c", "00000000000000000000.log")
 	var out bytes.Buffer
 	require.NoError(t, Dump(&out, io.Discard, []string{path}, DumpOptions{DeepIteration: true}))

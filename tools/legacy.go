@@ -21,7 +21,7 @@ type legacyInner struct {
 	valid bool
 }
 
-// Legacy message (kafka-formats.md §1.7), inside a 12-byte log overhead:
+// Legacy message (Kafka's LegacyRecord), inside a 12-byte log overhead:
 //
 //	+---------+-------+-------+----------------------+-------------+-----+---------------+-------+
 //	| crc u32 | magic | attrs | timestamp i64 (v1)   | keyLen i32  | key | valueLen i32  | value |

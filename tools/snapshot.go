@@ -11,7 +11,7 @@ import (
 // bad CRC or a size that does not match its entry count.
 var ErrCorruptSnapshot = errors.New("tools: corrupt producer snapshot")
 
-// Producer state snapshot (<offset>.snapshot, kafka-formats.md §6), big-endian:
+// Producer state snapshot (<offset>.snapshot, Kafka's ProducerStateManager), big-endian:
 //
 //	+---------------+-----------+-------------+----------------------------+
 //	| version int16 | crc u32   | count int32 | count × entry (46 bytes)   |

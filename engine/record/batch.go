@@ -9,7 +9,7 @@ import (
 	"math"
 )
 
-// RecordBatch v2 (magic 2) header, 61 bytes, big-endian (kafka-formats.md §1.2):
+// RecordBatch v2 (magic 2) header, 61 bytes, big-endian (Kafka's DefaultRecordBatch):
 //
 //	 0                   8           12          16  17          21    23          27
 //	+-------------------+-----------+-----------+---+-----------+-----+-----------+
@@ -219,7 +219,7 @@ func parseHeader(raw []byte) (Batch, error) {
 }
 
 // ReadAt reads the entry starting at pos of a file whose valid data ends at
-// end, following FileLogInputStream (kafka-formats.md §1.1):
+// end, following Kafka's FileLogInputStream:
 //
 //   - pos >= end: io.EOF (clean end);
 //   - fewer than 17 bytes between pos and end: ErrTruncated;

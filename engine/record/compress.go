@@ -11,7 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Compression framing per codec (kafka-formats.md §2). The compressed bytes
+// Compression framing per codec (Kafka's CompressionType). The compressed bytes
 // cover only the records region: a v2 batch from byte 61, or a legacy
 // wrapper's value.
 //

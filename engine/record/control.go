@@ -17,7 +17,8 @@ const (
 	ControlKRaftVoters    int16 = 6
 )
 
-// Control record key and end-transaction-marker value (kafka-formats.md §1.6):
+// Control record key and end-transaction-marker value (Kafka's
+// ControlRecordType and EndTransactionMarker):
 //
 //	key:   version int16 (0) | type int16                 4 bytes
 //	value: version int16 (0) | coordinatorEpoch int32     6 bytes (ABORT/COMMIT)

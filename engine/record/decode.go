@@ -21,7 +21,7 @@ type Record struct {
 	Headers   []Header
 }
 
-// Record inside a v2 batch (kafka-formats.md §1.4), all integers zig-zag varints:
+// Record inside a v2 batch (Kafka's DefaultRecord), all integers zig-zag varints:
 //
 //	length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 //	keyLength varint (-1 null) | key | valueLength varint (-1 null) | value |

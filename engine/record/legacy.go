@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 )
 
-// Legacy message format, magic 0 and 1 (read-only; kafka-formats.md §1.7):
+// Legacy message format, magic 0 and 1 (read-only; Kafka's LegacyRecord):
 //
 //	LogEntry := offset int64 | size int32 | Message (size bytes)
 //

@@ -2,7 +2,7 @@ package record
 
 import "math/bits"
 
-// Varints (part of the format; see kafka-formats.md §1.4).
+// Varints (part of the format; see Kafka's ByteUtils).
 //
 // A v2 record encodes its integers as zig-zag LEB128 varints, like protobuf's
 // sint32/sint64:
