@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// filler pads every value so that even a one-record batch compresses
+// smaller: kgo sends a batch uncompressed when compression would not
+// shrink it.
+var filler = strings.Repeat("compressible filler ", 16)
 
 // Codecs are the codec names Options.Codec accepts, in Kafka's attribute
 // order (attributes & 7).
@@ -37,7 +43,7 @@ type Record struct {
 // Options says what to produce.
 type Options struct {
 	Codec         string // one of Codecs; "" is none
-	Batches       int    // batches to produce (each one flush)
+	Batches       int    // flushes (kgo may split one flush into two batches)
 	PerBatch      int    // records per batch
 	Producers     int    // producers taking turns by batch; 0 is 1
 	Transactional bool   // each batch in its own transaction; every third is aborted
@@ -110,7 +116,7 @@ func Produce(t testing.TB, o Options) Log {
 		for range o.PerBatch {
 			r := Record{
 				Key:       fmt.Appendf(nil, "key-%d", n%7),
-				Value:     fmt.Appendf(nil, "value %d of batch %d (%s)", n, b, o.Codec),
+				Value:     fmt.Appendf(nil, "value %d of batch %d (%s) %s", n, b, o.Codec, filler),
 				Headers:   []kgo.RecordHeader{{Key: "n", Value: fmt.Appendf(nil, "%d", n)}},
 				Timestamp: o.Timestamp(n),
 				Producer:  p,
@@ -267,6 +273,49 @@ func LogAppendTime(t testing.TB, raw []byte, appendTime int64) []byte {
 			b.CRC = int32(crc32.Checksum(enc[21:], castagnoli))
 		}
 		out = b.AppendTo(out)
+		raw = raw[size:]
+	}
+	return out
+}
+
+// LeaderChangeFirst returns raw moved up one offset behind a LEADER_CHANGE
+// control batch at offset 0, the shape of a KRaft log's start (a new
+// leader's first write): producer id -1, control attribute, one record
+// whose key is the control type 2 and whose value is a LeaderChangeMessage
+// naming leaderID. kmsg builds the batch; a base offset is outside the CRC,
+// so moving the other batches leaves them valid.
+func LeaderChangeFirst(t testing.TB, raw []byte, leaderEpoch, leaderID int32, ts int64) []byte {
+	t.Helper()
+	key := (&kmsg.ControlRecordKey{Version: 0, Type: 2}).AppendTo(nil)
+	msg := kmsg.NewLeaderChangeMessage()
+	msg.LeaderID = leaderID
+	voter := kmsg.NewLeaderChangeMessageVoter()
+	voter.VoterID = leaderID
+	msg.Voters = append(msg.Voters, voter)
+	msg.GrantingVoters = append(msg.GrantingVoters, voter)
+	rec := kmsg.Record{Key: key, Value: msg.AppendTo(nil)}
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // Length 0 encodes as one byte
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: leaderEpoch,
+		Magic:                2,
+		Attributes:           0x20,
+		FirstTimestamp:       ts,
+		MaxTimestamp:         ts,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           1,
+		Records:              rec.AppendTo(nil),
+	}
+	b.Length = int32(49 + len(b.Records))
+	enc := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[21:], castagnoli))
+	out := enc
+	for len(raw) > 0 {
+		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
+		moved := append([]byte(nil), raw[:size]...)
+		binary.BigEndian.PutUint64(moved, binary.BigEndian.Uint64(moved)+1)
+		out = append(out, moved...)
 		raw = raw[size:]
 	}
 	return out
