@@ -81,25 +81,10 @@ func Produce(t testing.TB, o Options) Log {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	clients := make([]*kgo.Client, o.Producers)
-	for i := range clients {
-		opts := []kgo.Opt{
-			kgo.SeedBrokers(c.ListenAddrs()...),
-			kgo.DefaultProduceTopic(topic),
-			kgo.ProducerBatchCompression(codec),
-			kgo.ManualFlushing(), // one flush, one batch
-		}
-		if o.Transactional {
-			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("txn-%d", i)))
-		}
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			t.Fatalf("kgo: %v", err)
-		}
-		defer cl.Close()
-		clients[i] = cl
+	clients := newProducers(t, c, topic, codec, o)
+	for _, cl := range clients {
+		defer cl.Close() // before the cluster closes
 	}
-
 	var log Log
 	n := 0
 	for b := range o.Batches {
@@ -149,6 +134,30 @@ func Produce(t testing.TB, o Options) Log {
 	}
 	log.Raw = fetchAll(ctx, t, c, topic)
 	return log
+}
+
+// newProducers returns o.Producers kgo clients producing to topic with
+// codec, each flushing only when told, transactional when o says so.
+func newProducers(t testing.TB, c *kfake.Cluster, topic string, codec kgo.CompressionCodec, o Options) []*kgo.Client {
+	t.Helper()
+	clients := make([]*kgo.Client, o.Producers)
+	for i := range clients {
+		opts := []kgo.Opt{
+			kgo.SeedBrokers(c.ListenAddrs()...),
+			kgo.DefaultProduceTopic(topic),
+			kgo.ProducerBatchCompression(codec),
+			kgo.ManualFlushing(), // batches form at the flush
+		}
+		if o.Transactional {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("txn-%d", i)))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatalf("kgo: %v", err)
+		}
+		clients[i] = cl
+	}
+	return clients
 }
 
 // fetchAll reads partition 0 of topic from offset 0 to its high watermark,
