@@ -316,7 +316,7 @@ func TestPlanSegmentLegacyMessages(t *testing.T) {
 		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1c-v1-v1c/00000000000000000000.log",
 		"kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.log",
 	} {
-		orig, err := os.ReadFile(fixture(p))
+		orig, err := os.ReadFile(fixture(t, p))
 		require.NoError(t, err)
 		var bs []builtBatch
 		for pos := int64(0); pos < int64(len(orig)); {
