@@ -77,7 +77,7 @@ func (a *appendNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 
 // Open opens for writing only (EACCES for reading). Writes bypass the page
 // cache (FOPEN_DIRECT_IO): each write(2) reaches Write at once, and the
-// kernel skips its per-write security xattr lookup (go-fuse-notes §2).
+// kernel skips its per-write security xattr lookup (docs/FUSE.md §2).
 func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if a.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
