@@ -372,10 +372,12 @@ type chunk struct {
 
 func (c *chunk) holds(pos int64) bool { return pos >= c.start && pos < c.start+int64(c.ok) }
 
-// ensure makes buf n bytes long, from a free list when n <= chunkMax.
+// ensure makes buf n bytes long, from a free list when n <= chunkMax. A
+// buffer that must grow is replaced (its bytes are not kept); start and ok
+// are the caller's to set.
 func (c *chunk) ensure(n int) {
 	if cap(c.buf) < n {
-		c.release()
+		putBuf(c.buf)
 		c.buf = getBuf(n)
 	}
 	c.buf = c.buf[:n]
@@ -388,17 +390,25 @@ func (c *chunk) release() {
 }
 
 // load reads up to size bytes of seg at pos (below limit) and verifies the
-// whole batches in them. A first batch larger than size is read alone.
-// Whatever does not check out ends the verified part (ok); the caller asks
-// ReadBatch about it.
+// whole batches in them. A first batch larger than size is read alone,
+// into a buffer of its size, when the batch's length field keeps it below
+// limit. Whatever does not check out ends the verified part (ok); the
+// caller asks ReadBatch about it. Every length read from the bytes is
+// checked against the bytes actually read before it is used.
 func (c *chunk) load(seg segmentReader, pos, limit int64, size int) {
+	// start is set first: ensure may replace the buffer, never the position.
+	c.start, c.ok = pos, 0
+	if pos < 0 || pos >= limit || size <= 0 {
+		c.buf = c.buf[:0]
+		return
+	}
 	n := int(min(int64(size), limit-pos))
 	c.ensure(n)
 	k, _ := seg.ReadAt(c.buf, pos)
-	c.start, c.buf, c.ok = pos, c.buf[:max(k, 0)], 0
-	if k >= record.LogOverhead {
+	c.buf = c.buf[:min(max(k, 0), n)]
+	if len(c.buf) >= record.LogOverhead {
 		total := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(c.buf[8:])))
-		if total > int64(k) && total <= limit-pos && total > record.LogOverhead {
+		if total > int64(len(c.buf)) && total <= limit-pos && total > record.LogOverhead {
 			c.ensure(int(total))
 			if k, _ = seg.ReadAt(c.buf, pos); int64(k) != total {
 				c.buf = c.buf[:0]
@@ -434,7 +444,8 @@ type logChunk struct {
 
 	seg   segmentReader
 	cur   chunk
-	next  int // size of the next load
+	next  int   // size of the next load
+	end   int64 // file position after the batch returned last (-1: none)
 	ahead workAhead[chunk]
 }
 
@@ -442,11 +453,22 @@ type logChunk struct {
 // bytes below limit are committed. Anything that does not check out (a
 // header or CRC, a short read) is settled by seg.ReadBatch, so errors,
 // their logging and their wording are the engine's own.
+//
+// A chunk's batches were verified when it was loaded, walking from its
+// start, so a batch is known to start at pos when pos is the chunk's start
+// or where the previous batch ended. Any other pos inside the chunk (a
+// checkpoint from the saved index, say) is parsed from the bytes at pos
+// and its CRC verified again: a position that is not a batch's start reads
+// as corruption, never as a length out of range.
 func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
 	if seg != r.seg {
 		r.free()
 		r.seg = seg
 	}
+	if pos < 0 || pos >= limit {
+		return r.settle(seg, pos)
+	}
+	known := pos == r.end && r.end >= 0
 	if !r.cur.holds(pos) {
 		sequential := r.cur.ok > 0 && pos == r.cur.start+int64(r.cur.ok)
 		if a, ok := r.ahead.take(pos, func(c *chunk) bool { return c.holds(pos) }, releaseChunk); ok {
@@ -462,19 +484,43 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 			}
 			r.cur.load(seg, pos, limit, r.next)
 			if !r.cur.holds(pos) {
-				return seg.ReadBatch(pos, nil)
+				return r.settle(seg, pos)
 			}
 		}
 		if end := r.cur.start + int64(r.cur.ok); r.prefetch && r.next >= chunkMax && end < limit {
 			r.startAhead(seg, end, limit, r.next)
 		}
 	}
+	known = known || pos == r.cur.start
 	i := int(pos - r.cur.start)
-	total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(r.cur.buf[i+8:])))
-	b, err := record.Parse(r.cur.buf[i : i+total : i+total])
-	if err != nil {
-		return seg.ReadBatch(pos, nil)
+	held := r.cur.ok - i // verified bytes from pos on (> 0: holds(pos))
+	if held < record.LogOverhead {
+		return r.settle(seg, pos)
 	}
+	total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(r.cur.buf[i+8:])))
+	if total <= record.LogOverhead || total > held {
+		return r.settle(seg, pos)
+	}
+	b, err := record.Parse(r.cur.buf[i : i+total : i+total])
+	if err == nil && !known {
+		err = b.Verify()
+	}
+	if err != nil {
+		return r.settle(seg, pos)
+	}
+	r.end = pos + int64(total)
+	return b, nil
+}
+
+// settle reads the batch at pos with seg.ReadBatch (which verifies it, or
+// says what is wrong) for whatever the chunk does not hold verified.
+func (r *logChunk) settle(seg segmentReader, pos int64) (record.Batch, error) {
+	b, err := seg.ReadBatch(pos, nil)
+	if err != nil {
+		r.end = -1
+		return b, err
+	}
+	r.end = pos + int64(b.Size())
 	return b, nil
 }
 
@@ -499,7 +545,7 @@ func releaseChunk(c chunk) { c.release() }
 func (r *logChunk) free() {
 	r.ahead.stop(releaseChunk)
 	r.cur.release()
-	r.seg, r.next = nil, 0
+	r.seg, r.next, r.end = nil, 0, -1
 }
 
 // abortedSet is the union of the aborted transactions of a partition's

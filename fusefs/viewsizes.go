@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,12 +155,13 @@ func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, boo
 	if len(es) == 0 || es[0].id.size != limit {
 		return savedEntry{}, false
 	}
-	if id, ok := statID(k.seg.LogPath()); !ok || id != es[0].id {
+	id, ok := statID(k.seg.LogPath())
+	if !ok || id != es[0].id {
 		return savedEntry{}, false
 	}
 	f, h := k.format.key(), ab.hashOver(k.seg)
 	for _, e := range es {
-		if e.format == f && e.abHash == h {
+		if e.format == f && e.abHash == h && e.id == id {
 			return e, true
 		}
 	}
@@ -212,6 +214,21 @@ func (v *viewSizes) readIndex(k segKey, e savedEntry) ([]checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeIndex(blob, e)
+}
+
+// decodeIndex decodes blob, e's index, into its checkpoints (from {0, 0}),
+// checking every one against the entry: strictly increasing, rendered
+// positions up to e.rendered, file positions below e.id.size, e.cps of
+// them. The deltas are checked before they are added, so no sum wraps.
+func decodeIndex(blob []byte, e savedEntry) ([]checkpoint, error) {
+	if e.cps == 0 || e.rendered < 0 || e.id.size <= 0 {
+		return nil, errors.New("no index")
+	}
+	// Every checkpoint after the first takes two bytes or more.
+	if int64(e.cps)-1 > int64(len(blob)/2) {
+		return nil, fmt.Errorf("%d checkpoints in %d bytes", e.cps, len(blob))
+	}
 	cps := make([]checkpoint, 1, e.cps)
 	for p := 0; p < len(blob); {
 		dr, n := binary.Uvarint(blob[p:])
@@ -225,11 +242,10 @@ func (v *viewSizes) readIndex(k segKey, e savedEntry) ([]checkpoint, error) {
 		}
 		p += n
 		last := cps[len(cps)-1]
-		cp := checkpoint{rpos: last.rpos + int64(dr), fpos: last.fpos + int64(df)}
-		if dr == 0 || df == 0 || cp.rpos > e.rendered || cp.fpos >= e.id.size {
+		if len(cps) == int(e.cps) || dr == 0 || df == 0 || dr > uint64(e.rendered-last.rpos) || df >= uint64(e.id.size-last.fpos) {
 			return nil, fmt.Errorf("checkpoint %d out of order or range", len(cps))
 		}
-		cps = append(cps, cp)
+		cps = append(cps, checkpoint{rpos: last.rpos + int64(dr), fpos: last.fpos + int64(df)})
 	}
 	if len(cps) != int(e.cps) {
 		return nil, fmt.Errorf("%d checkpoints, want %d", len(cps), e.cps)
@@ -238,7 +254,7 @@ func (v *viewSizes) readIndex(k segKey, e savedEntry) ([]checkpoint, error) {
 }
 
 // readBlob reads e's blob from f, a ViewSizesFile, and checks its CRC.
-func readBlob(f *os.File, e savedEntry) ([]byte, error) {
+func readBlob(f io.ReaderAt, e savedEntry) ([]byte, error) {
 	blob := make([]byte, e.blobLen)
 	if _, err := f.ReadAt(blob, e.blobOff); err != nil {
 		return nil, err
@@ -278,11 +294,16 @@ func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() < 8+viewSizesFooter {
-		return nil, fmt.Errorf("%d bytes: too short", st.Size())
+	return decodeViewSizes(f, st.Size())
+}
+
+// decodeViewSizes reads the table of a ViewSizesFile of size bytes from f.
+func decodeViewSizes(f io.ReaderAt, size int64) (map[string][]savedEntry, error) {
+	if size < 8+viewSizesFooter {
+		return nil, fmt.Errorf("%d bytes: too short", size)
 	}
 	var foot [viewSizesFooter]byte
-	if _, err := f.ReadAt(foot[:], st.Size()-viewSizesFooter); err != nil {
+	if _, err := f.ReadAt(foot[:], size-viewSizesFooter); err != nil {
 		return nil, err
 	}
 	if string(foot[20:24]) != viewSizesMagic || binary.LittleEndian.Uint32(foot[24:]) != viewSizesVersion {
@@ -290,7 +311,7 @@ func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 	}
 	tocOff, tocLen := int64(binary.LittleEndian.Uint64(foot[0:])), int64(binary.LittleEndian.Uint32(foot[8:]))
 	count, tocCRC := binary.LittleEndian.Uint32(foot[12:]), binary.LittleEndian.Uint32(foot[16:])
-	if tocOff < 8 || tocOff+tocLen != st.Size()-viewSizesFooter {
+	if tocOff < 8 || tocOff+tocLen != size-viewSizesFooter {
 		return nil, errors.New("bad table position")
 	}
 	toc := make([]byte, tocLen)
@@ -311,8 +332,8 @@ func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 		if d.err != nil {
 			return nil, d.err
 		}
-		if e.blobOff < 8 || e.blobOff+int64(e.blobLen) > tocOff {
-			return nil, fmt.Errorf("entry %s: blob outside the file", path)
+		if err := e.check(tocOff); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", path, err)
 		}
 		saved[path] = append(saved[path], e)
 	}
@@ -320,6 +341,24 @@ func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 		return nil, errors.New("bytes after the table")
 	}
 	return saved, nil
+}
+
+// check checks the lengths and positions of e, an entry read from a
+// file whose table starts at tocOff, before anything uses them: a damaged
+// or hostile file is refused whole (the views measure their segments
+// again), it never sizes an allocation or a view.
+func (e savedEntry) check(tocOff int64) error {
+	switch {
+	case e.id.size < 0 || e.rendered < 0:
+		return errors.New("negative size")
+	case e.blobOff < 8 || e.blobOff > tocOff-int64(e.blobLen):
+		return errors.New("blob outside the file")
+	case e.cps == 0 && e.blobLen != 0:
+		return errors.New("a blob without an index")
+	case e.cps > 0 && (e.id.size == 0 || int64(e.cps)-1 > int64(e.blobLen/2)):
+		return fmt.Errorf("%d checkpoints in %d bytes", e.cps, e.blobLen)
+	}
+	return nil
 }
 
 // tocDecoder reads table fields, remembering the first shortfall.
@@ -389,6 +428,31 @@ type viewSizesWriter struct {
 	saved map[string][]savedEntry // what the new file holds
 }
 
+// newViewSizesWriter returns an empty writer; begin starts its file.
+func newViewSizesWriter() *viewSizesWriter {
+	return &viewSizesWriter{seen: map[string]bool{}, saved: map[string][]savedEntry{}}
+}
+
+// begin writes the file's header to out.
+func (w *viewSizesWriter) begin(out io.Writer) {
+	w.w = bufio.NewWriterSize(out, 256<<10)
+	w.write([]byte(viewSizesMagic))
+	w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
+}
+
+// finish writes the table and the footer after the blobs and flushes.
+func (w *viewSizesWriter) finish() error {
+	foot := binary.LittleEndian.AppendUint64(nil, uint64(w.off))
+	foot = binary.LittleEndian.AppendUint32(foot, uint32(len(w.toc)))
+	foot = binary.LittleEndian.AppendUint32(foot, w.count)
+	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(w.toc, crcTable))
+	foot = append(foot, viewSizesMagic...)
+	foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
+	w.write(w.toc)
+	w.write(foot)
+	return w.w.Flush()
+}
+
 func (w *viewSizesWriter) write(p []byte) {
 	n, _ := w.w.Write(p) // the error is bufio's, reported by Flush
 	w.off += int64(n)
@@ -397,8 +461,8 @@ func (w *viewSizesWriter) write(p []byte) {
 // add writes an entry and its blob (nil: no index).
 func (w *viewSizesWriter) add(path string, e savedEntry, blob []byte) {
 	key := fmt.Sprintf("%s\x00%s\x00%x", path, e.format, e.abHash)
-	if w.seen[key] {
-		return
+	if w.seen[key] || len(path) > math.MaxUint16 || len(e.format) > math.MaxUint16 {
+		return // (a name the table's u16 lengths cannot hold is not saved)
 	}
 	w.seen[key] = true
 	e.blobOff, e.blobLen, e.blobCRC = w.off, uint32(len(blob)), crc32.Checksum(blob, crcTable)
@@ -438,11 +502,9 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 	v.mu.Lock()
 	saved, old := v.mu.saved, v.mu.file // old is closed by saves only, which take turns
 	v.mu.Unlock()
-	w := &viewSizesWriter{seen: map[string]bool{}, saved: map[string][]savedEntry{}}
+	w := newViewSizesWriter()
 	err := vfs.WriteAtomic(vfs.OS, v.path(), 0o644, func(out io.Writer) error {
-		w.w = bufio.NewWriterSize(out, 256<<10)
-		w.write([]byte(viewSizesMagic))
-		w.write(binary.LittleEndian.AppendUint32(nil, viewSizesVersion))
+		w.begin(out)
 		ids := map[string]fileID{}
 		idOf := func(rel, path string) (fileID, bool) {
 			id, ok := ids[rel]
@@ -497,15 +559,7 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 		if w.count == 0 && len(saved) == 0 {
 			return errNothingToSave
 		}
-		foot := binary.LittleEndian.AppendUint64(nil, uint64(w.off))
-		foot = binary.LittleEndian.AppendUint32(foot, uint32(len(w.toc)))
-		foot = binary.LittleEndian.AppendUint32(foot, w.count)
-		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(w.toc, crcTable))
-		foot = append(foot, viewSizesMagic...)
-		foot = binary.LittleEndian.AppendUint32(foot, viewSizesVersion)
-		w.write(w.toc)
-		w.write(foot)
-		return w.w.Flush()
+		return w.finish()
 	})
 	if errors.Is(err, errNothingToSave) {
 		return 0, nil

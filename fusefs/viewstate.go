@@ -397,12 +397,19 @@ func (c *cursor) idle() {
 func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64) (int, error) {
 	n := 0
 	f := st.format
+	// sought is set once this call has sought: the cursor then stands at
+	// the last checkpoint at or before pos, the nearest there is, and only
+	// moves towards pos. A batch (or record) longer than the distance that
+	// makes a cursor seek lies between two checkpoints further apart than
+	// that, so seeking again would find the same checkpoint forever.
+	sought := false
 	for n < len(dest) {
 		pos := off + int64(n)
-		if !c.valid || pos < c.next || pos < c.lo || pos-c.next > 2*checkpointInterval {
+		if !c.valid || pos < c.next || pos < c.lo || pos-c.next > 2*checkpointInterval && !sought {
 			if !st.seek(ctx, c, pos) {
 				break
 			}
+			sought = true
 			continue
 		}
 		if len(c.pend) > 0 {
@@ -527,6 +534,7 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 				if !st.seek(ctx, c, pos) {
 					break
 				}
+				sought = true
 				continue
 			}
 			c.h = h // the segment grew since the cursor saw it
