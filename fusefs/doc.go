@@ -18,7 +18,7 @@
 //	defer srv.Unmount()
 //	srv.Wait()
 //
-// Choices made where the user contract was silent (README.md, NOTES, Choices):
+// Choices made where the user contract was silent (docs/NOTES.md, Choices):
 //
 //   - rmdir TOPIC deletes the topic unless an append or config file of it is
 //     open for writing: then it fails with EBUSY (buffered records would be
