@@ -357,9 +357,9 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 				c.warn(path, -1, "leftover cleaner output (removed on the next open)")
 			case strings.HasSuffix(suffix, ".deleted"):
 				c.warn(path, -1, "segment file pending deletion")
-			case strings.HasPrefix(suffix, "log"+damagedInfix):
+			case strings.HasPrefix(suffix, "log"+engine.DamagedInfix):
 				c.warn(path, -1, "damaged bytes check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
-			case suffix == "log"+repairingSuffix:
+			case suffix == "log"+engine.RepairingSuffix:
 				c.warn(path, -1, "leftover of an interrupted check --repair (the .log beside it is unchanged; run check --repair again)")
 			}
 		}
