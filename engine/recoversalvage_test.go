@@ -62,6 +62,33 @@ func (f *salvageFixture) crashed(t *testing.T, from int) {
 		map[TopicPartition]int64{{Topic: "c", Partition: 0}: base}))
 }
 
+// damageMiddle flips one bit inside the CRC-covered part of the middle
+// batch of segment k and drops its record from want. It returns the
+// damaged .log's bytes, its batch positions (and size) and the batch's index.
+func (f *salvageFixture) damageMiddle(t *testing.T, k int) (data []byte, pos []int64, bad int) {
+	t.Helper()
+	data = readFile(t, f.fs, f.logs[k])
+	pos = batches(t, data)
+	bad = len(pos) / 2
+	data[pos[bad]+40] ^= 0x08
+	writeFile(t, f.fs, f.logs[k], data)
+	base, _, _ := parseSegmentName(filepath.Base(f.logs[k]))
+	delete(f.want, base+int64(bad)) // one record per batch
+	return data, pos, bad
+}
+
+// files returns every file of the partition directory with its bytes.
+func (f *salvageFixture) files(t *testing.T) map[string][]byte {
+	t.Helper()
+	ents, err := f.fs.ReadDir(f.dir)
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	for _, e := range ents {
+		out[e.Name()] = readFile(t, f.fs, filepath.Join(f.dir, e.Name()))
+	}
+	return out
+}
+
 // batches returns the positions of the batches of a .log file, and its size.
 func batches(t *testing.T, data []byte) []int64 {
 	t.Helper()
@@ -143,15 +170,10 @@ func TestRecoveryKeepsIntactBatchesAroundDamage(t *testing.T) {
 				for _, l := range f.logs {
 					orig[l] = readFile(t, fs, l)
 				}
-				data := bytes.Clone(orig[f.logs[victim]])
-				pos := batches(t, data)
-				bad := len(pos) / 2
-				data[pos[bad]+40] ^= 0x08 // inside the CRC-covered part
-				writeFile(t, fs, f.logs[victim], data)
+				data, pos, bad := f.damageMiddle(t, victim)
 				base, _, _ := parseSegmentName(filepath.Base(f.logs[victim]))
-				lost := base + int64(bad) // one record per batch
+				lost := base + int64(bad)
 				want := f.want
-				delete(want, lost)
 				f.crashed(t, 1)
 
 				logger, logs := logBuffer()
@@ -271,20 +293,9 @@ func TestRecoveryDamagedTailOfASealedSegment(t *testing.T) {
 func TestRecoveryReadOnlyReadsAroundDamage(t *testing.T) {
 	fs, root := vfs.NewMem(), "/d"
 	f := newSalvageFixture(t, fs, root)
-	data := readFile(t, fs, f.logs[1])
-	pos := batches(t, data)
-	bad := len(pos) / 2
-	data[pos[bad]+40] ^= 0x08
-	writeFile(t, fs, f.logs[1], data)
-	base, _, _ := parseSegmentName(filepath.Base(f.logs[1]))
-	delete(f.want, base+int64(bad))
+	f.damageMiddle(t, 1)
 	f.crashed(t, 0)
-	before := map[string][]byte{}
-	ents, err := fs.ReadDir(f.dir)
-	require.NoError(t, err)
-	for _, e := range ents {
-		before[e.Name()] = readFile(t, fs, filepath.Join(f.dir, e.Name()))
-	}
+	before := f.files(t)
 
 	d, err := OpenLogDir(fs, root, LogDirOptions{Logger: quietLogger(), ReadOnly: true})
 	require.NoError(t, err)
@@ -296,13 +307,7 @@ func TestRecoveryReadOnlyReadsAroundDamage(t *testing.T) {
 	assert.Equal(t, f.leo, p.LogEndOffset())
 	checkIndexes(t, p)
 	require.NoError(t, d.Close())
-	after := map[string][]byte{}
-	ents, err = fs.ReadDir(f.dir)
-	require.NoError(t, err)
-	for _, e := range ents {
-		after[e.Name()] = readFile(t, fs, filepath.Join(f.dir, e.Name()))
-	}
-	assert.Equal(t, before, after, "a read-only open changes no file")
+	assert.Equal(t, before, f.files(t), "a read-only open changes no file")
 }
 
 // TestRecoverySalvageCrashAtEveryStep crashes the recovering open at every
@@ -313,13 +318,7 @@ func TestRecoveryReadOnlyReadsAroundDamage(t *testing.T) {
 func TestRecoverySalvageCrashAtEveryStep(t *testing.T) {
 	mem := vfs.NewMem()
 	f := newSalvageFixture(t, mem, "/d")
-	data := readFile(t, mem, f.logs[1])
-	pos := batches(t, data)
-	bad := len(pos) / 2
-	data[pos[bad]+40] ^= 0x08
-	writeFile(t, mem, f.logs[1], data)
-	base, _, _ := parseSegmentName(filepath.Base(f.logs[1]))
-	delete(f.want, base+int64(bad))
+	data, pos, bad := f.damageMiddle(t, 1)
 	f.crashed(t, 1)
 	img := mem.Crash()
 	aside := fmt.Sprintf("%s.damaged-%d-%d", f.logs[1], pos[bad], pos[bad+1])
@@ -360,20 +359,11 @@ func TestRecoverySalvageRebuildsTheTxnIndex(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig()
 	p := openTest(t, fs, "/d/t-0", cfg)
-	txn := func(pid int64) record.BatchSpec {
-		s := plainSpec()
-		s.ProducerID, s.ProducerEpoch, s.BaseSequence, s.Transactional = pid, 0, 0, true
-		return s
-	}
-	abort := func(pid int64) []byte {
-		raw, err := record.EncodeControlBatch(nil, txn(pid), 0, 1, 0, 0)
-		require.NoError(t, err)
-		return raw
-	}
+	abort := func(pid int64) []byte { return txnMarker(t, pid, 0) }
 	for _, raw := range [][]byte{
-		producerBatch(t, txn(7), makeRecs(0, 3, 1)), // 0..2
+		producerBatch(t, txnSpec(7), makeRecs(0, 3, 1)), // 0..2
 		abort(7), // 3
-		producerBatch(t, txn(7), makeRecs(4, 2, 1)),      // 4..5
+		producerBatch(t, txnSpec(7), makeRecs(4, 2, 1)),  // 4..5
 		producerBatch(t, plainSpec(), makeRecs(6, 1, 1)), // 6: damaged below
 		producerBatch(t, plainSpec(), makeRecs(7, 1, 1)), // 7
 		abort(7), // 8
@@ -399,4 +389,34 @@ func TestRecoverySalvageRebuildsTheTxnIndex(t *testing.T) {
 	snap = p.Snapshot()
 	defer snap.Release()
 	assert.Equal(t, want, snap.Segments[0].AbortedTxns())
+}
+
+// TestRecoveryWholeSegmentDamaged: a sealed segment with no intact batch
+// left becomes empty (its bytes aside); readers skip it, the later segment
+// stays and appends continue at the old log end.
+func TestRecoveryWholeSegmentDamaged(t *testing.T) {
+	fs, root := vfs.NewMem(), "/d"
+	f := newSalvageFixture(t, fs, root)
+	data := readFile(t, fs, f.logs[1])
+	junk := bytes.Repeat([]byte("no batch here "), len(data)/14+1)[:len(data)]
+	writeFile(t, fs, f.logs[1], junk)
+	from, _, _ := parseSegmentName(filepath.Base(f.logs[1]))
+	to, _, _ := parseSegmentName(filepath.Base(f.logs[2]))
+	for o := from; o < to; o++ {
+		delete(f.want, o)
+	}
+	f.crashed(t, 0)
+
+	logger, logs := logBuffer()
+	d, p := openC(t, fs, root, logger)
+	defer d.Close()
+	assert.Equal(t, f.want, valuesByOffset(t, p))
+	assert.Equal(t, f.leo, p.LogEndOffset())
+	assert.Empty(t, readFile(t, fs, f.logs[1]))
+	assert.Equal(t, junk, readFile(t, fs, fmt.Sprintf("%s.damaged-0-%d", f.logs[1], len(junk))))
+	assert.Contains(t, logs(), fmt.Sprintf("offsets %d..%d lost, between intact offsets %d and %d", from, to-1, from-1, to))
+	checkIndexes(t, p)
+	first, _, err := p.Append(makeRecs(0, 1, 5))
+	require.NoError(t, err)
+	assert.Equal(t, f.leo, first)
 }

@@ -39,7 +39,7 @@ func TestRecoveryAfterKillKeepsIntactRecords(t *testing.T) {
 	require.NoError(t, os.WriteFile(victim, data, 0o644))
 
 	active := logs[len(logs)-1]
-	activeSize := fileSize(t, active)
+	activeSize := salvagedSize(t, active)
 	garbage := []byte("torn write: not a record batch at all")
 	f, err := os.OpenFile(active, os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestRecoveryAfterKillKeepsIntactRecords(t *testing.T) {
 	tail, err := os.ReadFile(fmt.Sprintf("%s.damaged-%d-%d", active, activeSize, activeSize+int64(len(garbage))))
 	require.NoError(t, err, "the cut tail is kept aside")
 	assert.Equal(t, garbage, tail)
-	assert.Equal(t, activeSize, fileSize(t, active), "the active segment is cut after its last batch")
+	assert.Equal(t, activeSize, salvagedSize(t, active), "the active segment is cut after its last batch")
 
 	log := m.Stderr()
 	assert.Contains(t, log, "moving damaged bytes of a segment aside")
@@ -95,7 +95,7 @@ func TestRecoveryAfterKillKeepsIntactRecords(t *testing.T) {
 	}
 }
 
-func fileSize(t *testing.T, path string) int64 {
+func salvagedSize(t *testing.T, path string) int64 {
 	t.Helper()
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
