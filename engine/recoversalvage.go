@@ -36,23 +36,26 @@ func (p *Partition) recoverSegment(s *Segment, active bool, lim ScanLimits, prod
 		if err != nil || res.valid >= res.end {
 			return res, err
 		}
+		*prod = *before.clone() // the next pass observes the segment again
 		var plan SegmentPlan
 		if attempt == 0 {
 			if plan, err = PlanSegment(s.log, res.end, lim); err != nil {
 				return res, fmt.Errorf("scan for intact batches: %w", err)
 			}
+			if len(plan.Damaged) == 0 {
+				continue // the scanner found no damage: a read failed once? Scan again.
+			}
 		}
 		if len(plan.Damaged) == 0 {
-			// The scanner keeps what the rebuild refused (their checks
-			// differ in detail) or this is a second pass: cut at the
-			// first byte the rebuild refused, which the next pass accepts.
+			// The rebuild still refuses what the scanner keeps (their
+			// checks differ in detail): cut at the first byte the rebuild
+			// refused, which the next pass then accepts.
 			plan = tailPlan(s.next.Load(), res, lim)
 		}
 		plan.Path, plan.Base = s.mu.files.log, s.base
 		if err := p.salvageLocked(s, &plan, res); err != nil {
 			return res, err
 		}
-		*prod = *before.clone() // the next pass observes the segment again
 	}
 }
 
