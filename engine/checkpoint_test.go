@@ -10,14 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
-const kafkaFixtures = "../../shared/fixtures/kafka-real"
-
 func TestReadCheckpointFixtures(t *testing.T) {
-	k41 := filepath.Join(kafkaFixtures, "kafka41-kraft-nomanazeem/kafka-logs")
-	cp76 := filepath.Join(kafkaFixtures, "cp76-kafka36-lz4-rjmfernandes/data")
-	dy := filepath.Join(kafkaFixtures, "kafka271-zk-compacted-donaldy/kafka-logs")
+	k41 := "kafka41-kraft-nomanazeem/kafka-logs"
+	cp76 := "cp76-kafka36-lz4-rjmfernandes/data"
+	dy := "kafka271-zk-compacted-donaldy/kafka-logs"
+	sh := "kafka0110-zk-sharaweil/data"
 	tests := []struct {
 		file string
 		n    int
@@ -32,11 +32,13 @@ func TestReadCheckpointFixtures(t *testing.T) {
 		{filepath.Join(cp76, "cleaner-offset-checkpoint"), 0, nil},
 		{filepath.Join(dy, "cleaner-offset-checkpoint"), 3, map[TopicPartition]int64{
 			{"__consumer_offsets", 28}: 2, {"__consumer_offsets", 17}: 1, {"__consumer_offsets", 39}: 18}},
-		{filepath.Join(k41, "no-such-checkpoint"), 0, nil},
+		{filepath.Join(dy, "recovery-point-offset-checkpoint"), 53, map[TopicPartition]int64{{"myTopic", 0}: 38}},
+		{filepath.Join(sh, "recovery-point-offset-checkpoint"), 4, map[TopicPartition]int64{{"test0", 2}: 11, {"mac_test", 0}: 78}},
+		{filepath.Join(sh, "no-such-checkpoint"), 0, nil},
 	}
 	for _, tc := range tests {
 		t.Run(filepath.Base(filepath.Dir(tc.file))+"/"+filepath.Base(tc.file), func(t *testing.T) {
-			m, err := ReadCheckpoint(vfs.OS, tc.file)
+			m, err := ReadCheckpoint(vfs.OS, testutil.KafkaFixture(t, tc.file))
 			require.NoError(t, err)
 			assert.Len(t, m, tc.n)
 			for tp, off := range tc.has {
@@ -48,7 +50,7 @@ func TestReadCheckpointFixtures(t *testing.T) {
 
 func TestReadCheckpointFixtureRecoveryPoint(t *testing.T) {
 	// Every topic of the kafka41 fixture must come back with its partitions.
-	m, err := ReadCheckpoint(vfs.OS, filepath.Join(kafkaFixtures, "kafka41-kraft-nomanazeem/kafka-logs/recovery-point-offset-checkpoint"))
+	m, err := ReadCheckpoint(vfs.OS, testutil.KafkaFixture(t, "kafka41-kraft-nomanazeem/kafka-logs/recovery-point-offset-checkpoint"))
 	require.NoError(t, err)
 	topics := map[string]int{}
 	for tp := range m {

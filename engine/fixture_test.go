@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -15,42 +16,57 @@ import (
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
-// fixtureRoot holds real Kafka log directories (read in place, never copied
-// into the repo; see PROVENANCE.md there).
-const fixtureRoot = "../../shared/fixtures/kafka-real"
+// fixtureDir is one partition directory of the real broker fixtures
+// (testdata/kafka-real, plus the extra corpus when it is set; see
+// testutil.KafkaFixtureRoots), read in place.
+type fixtureDir struct {
+	name string // set/relative path, the subtest name
+	dir  string
+}
 
 // fixturePartitions lists every directory of the fixtures holding a .log.
-func fixturePartitions(t *testing.T) []string {
+func fixturePartitions(t *testing.T) []fixtureDir {
 	t.Helper()
-	var dirs []string
-	err := filepath.WalkDir(fixtureRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".log") {
-			dir := filepath.Dir(path)
-			if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
-				dirs = append(dirs, dir)
+	roots := testutil.KafkaFixtureRoots(t)
+	sets := make([]string, 0, len(roots))
+	for set := range roots {
+		sets = append(sets, set)
+	}
+	sort.Strings(sets)
+	var out []fixtureDir
+	for _, set := range sets {
+		root := roots[set]
+		var dirs []string
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
 			}
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	require.NotEmpty(t, dirs, "fixtures missing: %s", fixtureRoot)
-	// Dozens of partitions hold only an empty segment: keep one per set.
-	var out []string
-	seenEmpty := map[string]bool{}
-	for _, d := range dirs {
-		set := strings.SplitN(strings.TrimPrefix(d, fixtureRoot+"/"), "/", 2)[0]
-		if onlyEmptyLogs(t, d) {
-			if seenEmpty[set] {
-				continue
+			if !d.IsDir() && strings.HasSuffix(path, ".log") {
+				dir := filepath.Dir(path)
+				if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
+					dirs = append(dirs, dir)
+				}
 			}
-			seenEmpty[set] = true
+			return nil
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, dirs, "fixtures missing: %s", root)
+		// Dozens of partitions hold only an empty segment: keep one per set.
+		seenEmpty := false
+		for _, d := range dirs {
+			if onlyEmptyLogs(t, d) {
+				if seenEmpty {
+					continue
+				}
+				seenEmpty = true
+			}
+			rel, err := filepath.Rel(root, d)
+			require.NoError(t, err)
+			out = append(out, fixtureDir{name: filepath.Join(set, rel), dir: d})
 		}
-		out = append(out, d)
 	}
 	return out
 }
@@ -113,9 +129,9 @@ func cleanFixture(dir string) bool {
 }
 
 func TestKafkaFixturesReadOnly(t *testing.T) {
-	for _, dir := range fixturePartitions(t) {
-		name, _ := filepath.Rel(fixtureRoot, dir)
-		t.Run(name, func(t *testing.T) {
+	for _, fx := range fixturePartitions(t) {
+		dir := fx.dir
+		t.Run(fx.name, func(t *testing.T) {
 			want, leo := groundTruth(t, dir)
 			for _, clean := range []bool{false, true} {
 				if clean && !cleanFixture(dir) {
@@ -160,9 +176,9 @@ func copyDir(t *testing.T, src string) string {
 }
 
 func TestKafkaFixturesWritable(t *testing.T) {
-	for _, src := range fixturePartitions(t) {
-		name, _ := filepath.Rel(fixtureRoot, src)
-		t.Run(name, func(t *testing.T) {
+	for _, fx := range fixturePartitions(t) {
+		src := fx.dir
+		t.Run(fx.name, func(t *testing.T) {
 			want, leo := groundTruth(t, src)
 			dir := copyDir(t, src)
 			cfg := testConfig()

@@ -13,10 +13,6 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// interopFixtures holds real Kafka broker data directories (PROVENANCE.md
-// there). The path is relative: CI clones the repo with shared/ beside it.
-const interopFixtures = "../../shared/fixtures/kafka-real"
-
 // interopBatch is a batch read back through the engine with its records.
 type interopBatch struct {
 	batch record.Batch
@@ -84,7 +80,7 @@ func interopSeq(n int) []int {
 // test ends, that nothing under it changed.
 func openFixtureReadOnly(t *testing.T, dir string) *LogDir {
 	t.Helper()
-	path := filepath.Join(interopFixtures, dir)
+	path := testutil.KafkaFixture(t, dir)
 	before := testutil.TreeState(t, path)
 	opts := ldOpts()
 	opts.ReadOnly = true
@@ -226,7 +222,7 @@ func TestInteropKafka0110(t *testing.T) {
 // continue at the broker's log end.
 func TestInteropReadWriteCopy(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, filepath.Join(interopFixtures, "kafka0110-zk-sharaweil/data"), dst)
+	testutil.CopyTree(t, testutil.KafkaFixture(t, "kafka0110-zk-sharaweil/data"), dst)
 	d, err := OpenLogDir(vfs.OS, dst, ldOpts())
 	require.NoError(t, err)
 	assert.False(t, ldExists(vfs.OS, filepath.Join(dst, KafkaCleanShutdownFile)))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 func TestAppendReadReopen(t *testing.T) {
@@ -869,7 +870,7 @@ func TestSnapshotOutlivesClose(t *testing.T) {
 func TestAppendBatchRejectsLegacy(t *testing.T) {
 	p := openTest(t, vfs.NewMem(), "/d/t-0", testConfig())
 	defer p.Close()
-	b, err := os.ReadFile(fixtureRoot + "/kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1-v1/00000000000000000000.log")
+	b, err := os.ReadFile(testutil.KafkaFixture(t, "kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1-v1/00000000000000000000.log"))
 	require.NoError(t, err)
 	batch, err := record.ReadAt(bytes.NewReader(b), 0, int64(len(b)), nil)
 	require.NoError(t, err)

@@ -327,9 +327,9 @@ func TestReaderCloseReleasesSnapshot(t *testing.T) {
 }
 
 func TestReaderKafkaFixtures(t *testing.T) {
-	for _, dir := range fixturePartitions(t) {
-		name, _ := filepath.Rel(fixtureRoot, dir)
-		t.Run(name, func(t *testing.T) {
+	for _, fx := range fixturePartitions(t) {
+		dir := fx.dir
+		t.Run(fx.name, func(t *testing.T) {
 			p := openTest(t, vfs.OS, dir, testConfig(), func(o *PartitionOptions) { o.ReadOnly = true })
 			defer p.Close()
 			want := readAll(t, p)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // checkIndexes verifies that every offset- and time-index entry of every
@@ -798,7 +799,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc/00000000000000000000.log",
 		"cp76-kafka36-lz4-rjmfernandes/data/_confluent-command-0/00000000000000000000.log",
 	} {
-		if b, err := os.ReadFile(filepath.Join(fixtureRoot, name)); err == nil {
+		if b, ok := testutil.KafkaFixtureFile(f, name); ok {
 			f.Add(b)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // scanBase is the base offset of the segments these tests build; the next
@@ -317,7 +317,7 @@ func TestPlanSegmentLegacyMessages(t *testing.T) {
 		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1c-v1-v1c/00000000000000000000.log",
 		"kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.log",
 	} {
-		orig, err := os.ReadFile(filepath.Join(fixtureRoot, p))
+		orig, err := os.ReadFile(testutil.KafkaFixture(t, p))
 		require.NoError(t, err)
 		var bs []builtBatch
 		for pos := int64(0); pos < int64(len(orig)); {

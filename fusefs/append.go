@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -78,7 +77,7 @@ func (a *appendNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 
 // Open opens for writing only (EACCES for reading). Writes bypass the page
 // cache (FOPEN_DIRECT_IO): each write(2) reaches Write at once, and the
-// kernel skips its per-write security xattr lookup (go-fuse-notes §2).
+// kernel skips its per-write security xattr lookup (docs/FUSE.md §2).
 func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if a.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
@@ -141,7 +140,7 @@ func (a *appendNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno
 	if !ok {
 		return 0
 	}
-	if errno := h.flush(); errno != 0 {
+	if errno := h.release(); errno != 0 {
 		a.fsys.log.Warn("fusefs: records of a closed append handle not appended", "topic", a.topic, "errno", errno)
 	}
 	a.fsys.addWriter(a.topic, -1)
@@ -277,8 +276,12 @@ type appendHandle struct {
 	// maxJobs): each runs after the one before it, so the engine goes
 	// from one WRITE's batches straight to the next.
 	jobs []*appendJob
-	// skipping is set while the rest of a too-long line arrives.
-	skipping bool
+	// long is the state of a line refused as too long whose rest may
+	// still arrive (appendline.go).
+	long longLine
+	// tailHeld: a FLUSH left an unterminated line, which readers of the
+	// topic wait for (fsys.holdTail) until RELEASE or the next write.
+	tailHeld bool
 	// broken is set when a write failed after a line was begun: the begun
 	// line is dropped at close unless a later write completes it.
 	broken bool
@@ -348,13 +351,7 @@ func (h *appendHandle) keyRequired() bool {
 // logKeyless logs a refused keyless record of a compacted topic. The caller
 // holds h.mu.
 func (h *appendHandle) logKeyless() {
-	file := "append"
-	if h.jsonl {
-		file = "append.jsonl"
-	}
-	if h.fixed >= 0 {
-		file = strconv.Itoa(h.fixed) + "/" + file
-	}
+	file := h.fileName()
 	h.fsys.log.Warn("fusefs: refused a record without a key (EINVAL): a compacted topic (cleanup.policy contains compact) needs a key on every record, as in Kafka; write KEY<key.separator>VALUE lines with parse.key=true, or give append.jsonl lines a \"key\"",
 		"topic", h.topic.Name(), "file", file, "cleanup_policy", h.topic.Config().CleanupPolicy, "parse_key", h.lc.parseKey)
 }
@@ -379,7 +376,9 @@ func (h *appendHandle) failed(err error) (uint32, syscall.Errno) {
 }
 
 // write frames data into lines and buffers their records. Either every
-// complete line of data is accepted or none is (the errno says why).
+// complete line of data is accepted or none is (the errno says why), except
+// at a line too long for max.message.bytes (see overlong): the complete
+// lines before it are accepted, with a short count.
 func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -388,32 +387,24 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 			h.err = err
 		}
 	}
+	h.keepTail() // the descriptor is still written to: a begun line is not final
 	if err := h.takeErr(); err != nil {
 		// A background append failed: this write is refused.
 		return h.failed(err)
 	}
-	if h.skipping {
-		// Inside a line already refused as too long: refuse the rest of it,
-		// including the write that ends it, so no tail of it becomes a
-		// record.
-		if bytes.IndexByte(data, '\n') >= 0 {
-			h.skipping = false
-		}
-		return 0, syscall.EMSGSIZE
+	if h.long.active {
+		return h.writeInLong(data)
 	}
+	return h.writeFramed(data)
+}
+
+// writeLines is write for data in which no line is too long by the bound
+// of overlong. The caller holds h.mu. It stays one function: its steps
+// (frame, validate, wait for room, route, hand off, keep) share the state
+// of one WRITE and must run in this order.
+func (h *appendHandle) writeLines(data []byte) (uint32, syscall.Errno) {
 	last := bytes.LastIndexByte(data, '\n')
 	partial := h.split.partial
-	unterminated := len(data) - last - 1 // the bytes after the last '\n'
-	if last < 0 {
-		unterminated += len(partial)
-	}
-	if int64(unterminated) > h.maxMessage {
-		// An unterminated line that can never fit: drop what was
-		// buffered of it and refuse it up to its end.
-		h.split.set(nil)
-		h.skipping = true
-		return 0, syscall.EMSGSIZE
-	}
 	if last < 0 {
 		h.setTail(partial, data)
 		return uint32(len(data)), 0
@@ -426,7 +417,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	if bareLines {
 		return h.writeBare(partial, lines, data[last+1:], len(data))
 	}
-	bulk := -1
+	bulk, prefix := -1, 0 // prefix: bytes of the begun line in front of lines
 	if async && !h.jsonl {
 		// Full batches are appended after Write returns, when go-fuse has
 		// reused data: frame a copy (with the begun line in front).
@@ -434,7 +425,7 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		if bulk, lines, err = h.copyBulk(partial, lines); err != nil {
 			return h.failed(err)
 		}
-		partial = nil
+		prefix, partial = len(partial), nil
 	}
 
 	// Parse and validate every complete line before anything changes:
@@ -447,45 +438,13 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		recs = fixed.recs
 	}
 	base := len(recs)
-	sizes := h.sizes[:0]
-	for rest := lines; len(rest) > 0; {
-		i := bytes.IndexByte(rest, '\n')
-		l := rest[:i:i]
-		rest = rest[i+1:]
-		if len(partial) > 0 {
-			h.join = append(append(h.join[:0], partial...), l...)
-			l = h.join[:len(h.join):len(h.join)]
-			partial = nil
+	recs, sizes, at, err := h.parseLines(recs, h.sizes[:0], partial, lines, valueOnly, keyRequired)
+	if err != nil {
+		h.drop(fixed, recs, base)
+		if errors.Is(err, errTooLong) {
+			return h.tooLongAt(data, at-prefix)
 		}
-		if valueOnly {
-			size := valueRecordSize(len(l))
-			if (h.checkSize && size > h.maxMessage) || keyRequired {
-				h.drop(fixed, recs, base)
-				return 0, h.fsys.errno("write", h.check(nil, size, keyRequired))
-			}
-			recs = append(recs, record.Record{Timestamp: -1, Value: l})
-			sizes = append(sizes, size)
-			continue
-		}
-		var (
-			r   record.Record
-			err error
-		)
-		if h.jsonl {
-			r, err = parseJSONLine(l)
-		} else {
-			r, err = parsePlainLineAliased(l, h.lc)
-		}
-		size := recordSize(&r)
-		if err == nil {
-			err = h.check(r.Key, size, keyRequired)
-		}
-		if err != nil {
-			h.drop(fixed, recs, base)
-			return 0, h.fsys.errno("write", err)
-		}
-		recs = append(recs, r)
-		sizes = append(sizes, size)
+		return 0, h.fsys.errno("write", err)
 	}
 	h.sizes = sizes[:0]
 	for async && len(h.jobs) >= maxJobs {
@@ -534,6 +493,54 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 	return uint32(len(data)), 0
 }
 
+// parseLines parses and validates the complete lines of lines (the first
+// one after partial, the begun line) into recs, their recordSizes into
+// sizes. On error it also returns where the refused line starts in lines.
+// The records alias lines (and h.join). The caller holds h.mu.
+func (h *appendHandle) parseLines(recs []record.Record, sizes []int64, partial, lines []byte, valueOnly, keyRequired bool) ([]record.Record, []int64, int, error) {
+	for rest := lines; len(rest) > 0; {
+		at := len(lines) - len(rest)
+		i := bytes.IndexByte(rest, '\n')
+		l := rest[:i:i]
+		rest = rest[i+1:]
+		if len(partial) > 0 {
+			h.join = append(append(h.join[:0], partial...), l...)
+			l = h.join[:len(h.join):len(h.join)]
+			partial = nil
+		}
+		if valueOnly {
+			size := valueRecordSize(len(l))
+			if (h.checkSize && size > h.maxMessage) || keyRequired {
+				return recs, sizes, at, h.check(nil, size, keyRequired)
+			}
+			recs = append(recs, record.Record{Timestamp: -1, Value: l})
+			sizes = append(sizes, size)
+			continue
+		}
+		var (
+			r   record.Record
+			err error
+		)
+		if h.jsonl {
+			r, err = parseJSONLine(l)
+		} else {
+			r, err = parsePlainLineAliased(l, h.lc)
+		}
+		size := recordSize(&r)
+		if err == nil {
+			err = h.check(r.Key, size, keyRequired)
+		} else {
+			h.logRefused(err, len(l))
+		}
+		if err != nil {
+			return recs, sizes, at, err
+		}
+		recs = append(recs, r)
+		sizes = append(sizes, size)
+	}
+	return recs, sizes, 0, nil
+}
+
 // writeBare is write's path for a WRITE that brings at least batch.size
 // of whole lines to a partition-level file of bare values (the common
 // "cat lines > TOPIC/0/append"): no Record per line. On an uncompressed
@@ -548,11 +555,6 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 // on; the last may be short rather than wait for the next WRITE. rest is
 // the unterminated end of the WRITE, n its size. The caller holds h.mu.
 func (h *appendHandle) writeBare(partial, lines, rest []byte, n int) (uint32, syscall.Errno) {
-	if h.checkSize {
-		if size, ok := h.linesFit(len(partial), lines); !ok {
-			return 0, h.fsys.errno("write", h.check(nil, size, false))
-		}
-	}
 	for len(h.jobs) >= maxJobs {
 		// Wait for room (an error of an earlier WRITE's batches is this
 		// write's).
@@ -636,26 +638,6 @@ func (h *appendHandle) copyBulk(a, b []byte) (int, []byte, error) {
 func valueRecordSize(n int) int64 {
 	body := 5 + varintLen(int64(n)) + n
 	return int64(record.HeaderSize + varintLen(int64(body)) + body)
-}
-
-// linesFit reports whether every line of lines (whole lines, the first
-// after a begun line of partial bytes) makes a record within
-// max.message.bytes, and if not the size of the first that does not. Every
-// line after the first lies within the bytes after it, so one bound
-// usually answers without a scan.
-func (h *appendHandle) linesFit(partial int, lines []byte) (int64, bool) {
-	first := bytes.IndexByte(lines, '\n')
-	if valueRecordSize(partial+first) <= h.maxMessage && valueRecordSize(max(len(lines)-first-2, 0)) <= h.maxMessage {
-		return 0, true
-	}
-	for rest, extra := lines, partial; len(rest) > 0; extra = 0 {
-		i := bytes.IndexByte(rest, '\n')
-		if size := valueRecordSize(extra + i); size > h.maxMessage {
-			return size, false
-		}
-		rest = rest[i+1:]
-	}
-	return 0, true
 }
 
 // check validates a record of the given recordSize with the given key:
@@ -1066,58 +1048,6 @@ func (h *appendHandle) takeErr() error {
 	err := h.err
 	h.err = nil
 	return err
-}
-
-// flush commits a final unterminated line as a record and appends every
-// buffered batch: close(2) returns only after the records are visible.
-func (h *appendHandle) flush() syscall.Errno {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var err error
-	h.skipping = false
-	if tail := h.split.take(); h.broken {
-		// The rest of this line was in a write that failed: a torn line
-		// is not a record.
-		h.broken = false
-		h.fsys.log.Warn("fusefs: dropping an incomplete line after a failed write", "bytes", len(tail))
-	} else if len(tail) > 0 {
-		var r record.Record
-		r, err = h.parse(tail)
-		size := recordSize(&r)
-		if err == nil {
-			err = h.check(r.Key, size, h.keyRequired())
-		}
-		if err == nil {
-			var n int
-			if n, err = h.resolve(); err == nil {
-				recs := []record.Record{r}
-				if h.fixed >= 0 {
-					pb := h.parts[h.fixed]
-					pb.recs = append(pb.recs, r)
-					recs = pb.recs[len(pb.recs)-1:]
-				}
-				h.route(recs, []int64{size}, n)
-				for _, id := range h.dirty {
-					pb := h.parts[id]
-					pb.dirty = false
-					pb.stable = len(pb.recs) // parse copied the line
-				}
-				h.dirty = h.dirty[:0]
-			}
-		}
-	}
-	if aerr := h.appendAll(); err == nil {
-		err = aerr
-	}
-	if serr := h.takeErr(); err == nil {
-		err = serr
-	}
-	// Nothing is in flight or pending now: an idle open handle keeps no
-	// WRITE-sized buffers.
-	h.bulk = [maxJobs + 1][]byte{}
-	h.arena = nil
-	h.awaitNotified()
-	return h.fsys.errno("flush", err)
 }
 
 // notifyWait bounds how long close(2) waits for the kernel to learn of the

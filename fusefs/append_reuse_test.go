@@ -47,7 +47,7 @@ func TestAppendHandleReusesBuffers(t *testing.T) {
 				require.Equal(t, uint32(n), got)
 				in = in[n:]
 			}
-			require.Zero(t, h.flush())
+			require.Zero(t, h.release())
 			require.Equal(t, want, p.got)
 		})
 	}

@@ -74,21 +74,23 @@ func TestAppendHandleFramingAndErrors(t *testing.T) {
 	p.fail = syscall.ENOSPC
 	assert.Equal(t, syscall.ENOSPC, write("rest\n"))
 	p.fail = nil
-	assert.Zero(t, h.flush())
+	assert.Zero(t, h.release())
 	assert.Equal(t, []string{"a", "begin", "middle", "next"}, p.got, "no torn record")
 
-	// A final line without '\n' is a record at close.
+	// A final line without '\n' is a record at release, not at flush.
 	require.Zero(t, write("last"))
 	assert.Zero(t, h.flush())
+	assert.NotEqual(t, "last", p.got[len(p.got)-1], "FLUSH leaves a final line without '\\n'")
+	assert.Zero(t, h.release())
 	assert.Equal(t, "last", p.got[len(p.got)-1])
 
-	// Too long: refused up to the end of the line, nothing applied.
+	// Too long: nothing of the line is stored (appendline.go).
 	n := len(p.got)
 	long := string(make([]byte, 150))
 	assert.Equal(t, syscall.EMSGSIZE, write(long[:60]+"\n"+long[:20]), "a complete line over max.message.bytes")
 	assert.Equal(t, syscall.EMSGSIZE, write(long), "an unterminated line that can never fit")
-	assert.Equal(t, syscall.EMSGSIZE, write(long), "the rest of it")
-	assert.Equal(t, syscall.EMSGSIZE, write("end\nlost\n"), "the write ending the long line is refused too")
+	assert.Equal(t, syscall.EMSGSIZE, write(long), "a retry of it")
+	assert.Equal(t, syscall.EMSGSIZE, write("end\nlost\n"), "the rest of the line, whose newline ends it")
 	require.Zero(t, write("ok\n"))
 	assert.Equal(t, []string{"ok"}, p.got[n:])
 	assert.Zero(t, h.flush())
@@ -228,7 +230,7 @@ func TestAppendHandleBackgroundError(t *testing.T) {
 	require.Zero(t, h.flush(), "reported once")
 	_, errno := h.write([]byte("kept\npart"))
 	require.Zero(t, errno)
-	require.Zero(t, h.flush())
+	require.Zero(t, h.release())
 	assert.Equal(t, []string{"kept", "part"}, g.values(), "nothing of the failed or refused writes")
 
 	// At close the failure of the last background append is close's.
@@ -512,17 +514,22 @@ func testAppendHandleLinesPath(t *testing.T, codec string) {
 	}
 
 	if codec == "none" {
-		// A line over max.message.bytes refuses the whole WRITE (on a
-		// compressed topic the size on disk is known only after
-		// compression: the engine checks it).
+		// A line over max.message.bytes: the lines before it are taken
+		// with a short count, and the write that starts with it fails,
+		// taking nothing (on a compressed topic the size on disk is known
+		// only after compression: the engine checks it).
 		bad := "ok-1\n" + strings.Repeat("y", 5000) + "\nok-2\n" + strings.Repeat("z", 20<<10) + "\n"
-		_, errno := h.write([]byte(bad))
+		n, errno := h.write([]byte(bad))
+		require.Zero(t, errno)
+		require.Equal(t, uint32(len("ok-1\n")), n)
+		want = append(want, "ok-1")
+		_, errno = h.write([]byte(bad[n:]))
 		assert.Equal(t, syscall.EMSGSIZE, errno)
 	}
 	_, errno := h.write([]byte("tail\nend"))
 	require.Zero(t, errno)
 	want = append(want, "tail", "end")
-	require.Zero(t, h.flush())
+	require.Zero(t, h.release())
 
 	got := partitionValues(t, part, func(b *record.Batch, r *record.Record) {
 		if b.RecordCount > 1 && codec == "none" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,13 +17,15 @@ import (
 )
 
 // configNode is a topic's config file: reading gives the effective config
-// as name=value lines; writing name=value lines alters it. Lines are
-// validated in write(2) (EINVAL for an unknown name, a bad value or a line
-// without '='), blank lines and # comments are skipped, and a line that
-// restates the current value is a no-op, so `cat config > config` works.
-// The accepted lines are applied together when the file is closed: all or
-// nothing. num.partitions=N grows the topic to N partitions (shrinking is
-// EINVAL).
+// as name=value lines; writing name=value lines alters it. Each write(2)'s
+// complete lines are validated and applied inside that write, all or
+// nothing, so the writer sees the errno: EINVAL for an unknown name, a bad
+// value or a line without '=', ENOSPC, EIO, EMFILE... when the change
+// cannot be persisted (then nothing of it is applied). Blank lines and #
+// comments are skipped, and a line that restates the current value is a
+// no-op, so `cat config > config` works. A final line without '\n' is
+// applied at close (FLUSH, where close(2) reports its errno).
+// num.partitions=N grows the topic to N partitions (shrinking is EINVAL).
 type configNode struct {
 	fs.Inode
 	fsys  *fsys
@@ -76,17 +79,14 @@ func (c *configNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 }
 
 // configHandle is an open config file: the content at open for reading,
-// the accepted lines for writing.
+// the line framing for writing.
 type configHandle struct {
 	content []byte
 	topic   *engine.Topic
 	write   bool
 
-	mu      sync.Mutex
-	split   lineSplitter
-	kv      map[string]string // accepted changes
-	bad     bool              // a line was refused: apply nothing
-	applied bool
+	mu    sync.Mutex
+	split lineSplitter
 }
 
 // Open serves the content read at open time, bypassing the page cache
@@ -100,7 +100,7 @@ func (c *configNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	if err != nil {
 		return nil, 0, c.fsys.errno("open", err)
 	}
-	h := &configHandle{content: b, topic: t, write: write, kv: map[string]string{}}
+	h := &configHandle{content: b, topic: t, write: write}
 	if write {
 		c.fsys.addWriter(c.topic, 1)
 	}
@@ -127,27 +127,38 @@ func (c *configNode) Write(ctx context.Context, f fs.FileHandle, data []byte, of
 	defer h.mu.Unlock()
 	lines, tail := h.split.split(data)
 	if len(tail) > 1<<16 {
-		h.bad = true
+		c.fsys.log.Warn("fusefs: refused a config line over 64 KiB (EINVAL)", "topic", c.topic)
 		return 0, syscall.EINVAL
 	}
-	if err := h.accept(lines); err != nil {
-		h.bad = true
-		return 0, c.fsys.errno("write config", err)
+	if err := h.applyLines(lines); err != nil {
+		return 0, c.errno(err)
 	}
 	h.split.set(tail)
 	return uint32(len(data)), 0
 }
 
-// accept validates lines against the topic config with every earlier
-// accepted line applied, and records them. Nothing is recorded on error.
-func (h *configHandle) accept(lines [][]byte) error {
-	cur := h.topic.Config()
-	cur.NumPartitions = int64(h.topic.NumPartitions())
-	partitions := cur.NumPartitions
-	next, err := cur.Apply(h.kv)
-	if err != nil {
+// errno maps a refused config change and logs why.
+func (c *configNode) errno(err error) syscall.Errno {
+	c.fsys.log.Warn("fusefs: config change refused, nothing of it applied", "topic", c.topic, "err", err)
+	return c.fsys.errno("write config", err)
+}
+
+// applyLines validates lines against the topic's config and applies them
+// together. Nothing is applied on error. The caller holds h.mu.
+func (h *configHandle) applyLines(lines [][]byte) error {
+	kv, err := h.accept(lines)
+	if err != nil || len(kv) == 0 {
 		return err
 	}
+	return applyConfig(h.topic, kv)
+}
+
+// accept validates lines against the topic config, each with the lines
+// before it applied, and returns the changes.
+func (h *configHandle) accept(lines [][]byte) (map[string]string, error) {
+	next := h.topic.Config()
+	next.NumPartitions = int64(h.topic.NumPartitions())
+	partitions := next.NumPartitions
 	add := map[string]string{}
 	for _, l := range lines {
 		line := string(bytes.TrimSuffix(l, []byte("\r")))
@@ -156,70 +167,85 @@ func (h *configHandle) accept(lines [][]byte) error {
 		}
 		name, value, ok := strings.Cut(line, "=")
 		if !ok {
-			return fmt.Errorf("%w: config line %q has no '='", engine.ErrInvalidConfig, line)
+			return nil, fmt.Errorf("%w: config line %q has no '='", engine.ErrInvalidConfig, line)
 		}
 		name = strings.TrimSpace(name)
 		if old, err := next.Get(name); err == nil && old == value {
 			continue // restates the current value
 		}
 		if !engine.IsTopicSetting(name) {
-			return fmt.Errorf("%w: %s is not a topic setting", engine.ErrInvalidConfig, name)
+			return nil, fmt.Errorf("%w: %s is not a topic setting", engine.ErrInvalidConfig, name)
 		}
 		if err := next.Set(name, value); err != nil {
-			return err
+			return nil, err
 		}
 		if name == "num.partitions" && next.NumPartitions < partitions {
-			return fmt.Errorf("%w: num.partitions cannot shrink from %d to %d", engine.ErrInvalidConfig, partitions, next.NumPartitions)
+			return nil, fmt.Errorf("%w: num.partitions cannot shrink from %d to %d", engine.ErrInvalidConfig, partitions, next.NumPartitions)
 		}
 		add[name] = value
 	}
-	for k, v := range add {
-		h.kv[k] = v
-	}
-	return nil
+	return add, nil
 }
 
-// apply commits the accepted lines (and a final unterminated one) once.
-func (h *configHandle) apply() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if tail := h.split.take(); len(tail) > 0 && !h.bad {
-		if err := h.accept([][]byte{tail}); err != nil {
-			h.bad = true
+// applyConfig applies validated changes: the settings (persisted first),
+// then new partitions. If adding the partitions fails, the settings are
+// put back, so a write applies all or nothing.
+func applyConfig(t *engine.Topic, kv map[string]string) error {
+	kv = maps.Clone(kv)
+	n := -1
+	if v, ok := kv["num.partitions"]; ok {
+		n, _ = strconv.Atoi(strings.TrimSpace(v))
+		delete(kv, "num.partitions")
+	}
+	old := map[string]string{}
+	cur := t.Config()
+	for k := range kv {
+		v, err := cur.Get(k)
+		if err != nil {
 			return err
 		}
-	}
-	if h.bad || h.applied || len(h.kv) == 0 {
-		return nil
-	}
-	kv := map[string]string{}
-	for k, v := range h.kv {
-		kv[k] = v
-	}
-	if v, ok := kv["num.partitions"]; ok {
-		n, _ := strconv.Atoi(strings.TrimSpace(v))
-		delete(kv, "num.partitions")
-		if n > h.topic.NumPartitions() {
-			if err := h.topic.AddPartitions(n); err != nil {
-				return err
-			}
-		}
+		old[k] = v
 	}
 	if len(kv) > 0 {
-		if err := h.topic.AlterConfig(kv); err != nil {
+		if err := t.AlterConfig(kv); err != nil {
 			return err
 		}
 	}
-	h.kv = map[string]string{}
+	if n > t.NumPartitions() {
+		if err := t.AddPartitions(n); err != nil {
+			if len(old) > 0 {
+				if rerr := t.AlterConfig(old); rerr != nil {
+					return fmt.Errorf("%w (and restoring the settings of the same write failed: %v)", err, rerr)
+				}
+			}
+			return err
+		}
+	}
 	return nil
 }
 
+// applyTail applies a final line without '\n' and forgets it.
+func (h *configHandle) applyTail() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tail := h.split.take()
+	if len(tail) == 0 {
+		return nil
+	}
+	return h.applyLines([][]byte{tail})
+}
+
+// Flush applies a final line without '\n' (every other line was applied
+// by its write), so close(2) reports its errno.
 func (c *configNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := f.(*configHandle)
 	if !ok || !h.write {
 		return 0
 	}
-	return c.fsys.errno("apply config", h.apply())
+	if err := h.applyTail(); err != nil {
+		return c.errno(err)
+	}
+	return 0
 }
 
 func (c *configNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
@@ -231,8 +257,8 @@ func (c *configNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno
 	if !ok || !h.write {
 		return 0
 	}
-	if err := h.apply(); err != nil {
-		c.fsys.log.Warn("fusefs: config change not applied", "topic", c.topic, "err", err)
+	if err := h.applyTail(); err != nil {
+		c.errno(err)
 	}
 	c.fsys.addWriter(c.topic, -1)
 	return 0

@@ -12,7 +12,7 @@ import (
 // dirBase is embedded in every directory. It refuses every change of the
 // namespace (EPERM, EROFS on a read-only mount): without these methods
 // go-fuse would let rm, rmdir and mv "succeed" by dropping the child from
-// its tree (go-fuse-notes §4). The root and topic directories override
+// its tree (docs/FUSE.md §4). The root and topic directories override
 // Mkdir/Rmdir with the changes they do allow.
 type dirBase struct {
 	fs.Inode

@@ -3,7 +3,7 @@
 //
 //	MOUNT/<topic>/               mkdir creates a topic (num.partitions partitions); rmdir deletes it
 //	    append, append.jsonl     write-only; partition by murmur2(key) like Kafka's producer
-//	    config                   name=value lines; write lines to alter (all or nothing)
+//	    config                   name=value lines; write lines to alter (all or nothing per write)
 //	    <p>/append[.jsonl]       write-only, into partition p
 //	    <p>/records[.jsonl]      growing read-only views of every retained record
 //	    <p>/by-offset/<N>[.jsonl] view from offset N (resolved on lookup)
@@ -99,13 +99,14 @@
 // Appends. Each open append file frames its own lines (writes may split
 // lines anywhere; offsets are ignored; O_TRUNC is a no-op), parses and
 // validates complete lines inside write(2) (EINVAL, EMSGSIZE — nothing of
-// a refused write is applied; a line that grows past max.message.bytes
-// without a newline is refused up to and including the write that ends
-// it), and batches records per partition up to batch.size; a timer appends
-// a batch after linger.ms, close(2) appends everything (including a final
-// unterminated line) before it returns and waits (bounded) until the views
-// of the partition have been told of the growth, and fsync(2) also makes
-// it durable. A line begun before a failed write (ENOSPC) is never
+// a refused write is applied; nothing of a line too long for
+// max.message.bytes is ever stored, however it is cut: appendline.go),
+// and batches records per partition up to batch.size; a timer appends a
+// batch after linger.ms, close(2) appends every complete line before it
+// returns and waits (bounded) until the views of the partition have been
+// told of the growth, and fsync(2) also makes it durable. A final
+// unterminated line becomes a record at RELEASE, not at each close(2) of a
+// shared descriptor; views of the topic wait (bounded) for that RELEASE. A line begun before a failed write (ENOSPC) is never
 // committed at close as a torn record. Keyless records of a topic-level
 // append go round robin by batch, starting at a different partition for
 // each open.

@@ -174,7 +174,8 @@ func TestOpenReaderSurvivesSegmentDeletion(t *testing.T) {
 	assertSameText(t, want, string(head)+string(rest), "the open reader reads the bytes it started with")
 	require.NoError(t, f.Close())
 	// Once released, a new reader starts at the new log start. RELEASE
-	// comes asynchronously after close() returns (go-fuse-notes.md §2), so
+	// comes asynchronously after close() returns (FUSE sends it after the
+	// last close, without waiting), so
 	// a reader opening at once may still share the content f held.
 	got := m.sh(t, `cat $MNT/d/0/records`)
 	for deadline := time.Now().Add(10 * time.Second); len(got) == len(want) && time.Now().Before(deadline); {

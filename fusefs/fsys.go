@@ -57,6 +57,8 @@ type fsys struct {
 	cache   *indexCache
 	sizes   *viewSizes   // ViewSizesFile
 	sticky  atomic.Int64 // where the next handle's keyless records start (round robin)
+	// tailsHeld counts mu.tails, so readers skip the lock when it is 0.
+	tailsHeld atomic.Int32
 
 	mu struct {
 		sync.Mutex
@@ -64,8 +66,12 @@ type fsys struct {
 		parts   map[partitionLog]*partState // partitions with view or notifier state
 		writers map[string]int              // topic → open append/config write handles
 		// released is closed (and replaced) whenever a write handle is
-		// released, to wake a waiting rmdir.
+		// released or drops its tail hold, to wake a waiting rmdir or
+		// reader.
 		released chan struct{}
+		// tails are the append handles whose FLUSH left an unterminated
+		// line that becomes a record at their RELEASE (appendline.go).
+		tails map[*appendHandle]tailHold
 	}
 }
 
@@ -79,6 +85,7 @@ func newFsys(d *engine.LogDir, opts Options) *fsys {
 	f.mu.parts = map[partitionLog]*partState{}
 	f.mu.writers = map[string]int{}
 	f.mu.released = make(chan struct{})
+	f.mu.tails = map[*appendHandle]tailHold{}
 	return f
 }
 

@@ -45,7 +45,7 @@ func NewRoot(d *engine.LogDir, opts Options) fs.InodeEmbedder {
 	return newRoot(newFsys(d, opts))
 }
 
-// attrTimeout is the global attribute and entry timeout (go-fuse-notes §1):
+// attrTimeout is the global attribute and entry timeout (docs/FUSE.md §1):
 // long enough that cat and wc do not pay a GETATTR per read, short enough
 // that a view's growth shows within a second even without a notification.
 const attrTimeout = time.Second
@@ -118,7 +118,7 @@ func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
 		FsName:      "topicfs",
 		Name:        "topicfs",
 		// 1 MiB writes: dd bs=1M and cat > append cross the kernel in 8x
-		// fewer requests (go-fuse-notes §3).
+		// fewer requests (docs/FUSE.md §3).
 		MaxWrite: maxWrite,
 		// tail -f readers of many partitions each hold a request slot.
 		MaxBackground: 64,

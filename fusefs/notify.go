@@ -12,7 +12,7 @@ import (
 )
 
 // notifyInterval is the least time between two rounds of size updates of a
-// partition's open views (go-fuse-notes §1 recommends 10–50 ms): tail -f and
+// partition's open views (docs/FUSE.md §1): tail -f and
 // less +F see growth well within a second, and a busy partition costs at
 // most 50 notification rounds a second.
 const notifyInterval = 20 * time.Millisecond
@@ -108,7 +108,7 @@ func (ps *partState) unwatch(v *viewNode) {
 // flight, and if the server dies (SIGKILL) before answering them, the
 // notifying thread sticks in D state and the process can never exit
 // (observed in the crash test). It runs outside every FUSE handler, as
-// notifications from inside one can deadlock the kernel (go-fuse-notes §5).
+// notifications from inside one can deadlock the kernel (docs/FUSE.md §5).
 func (ps *partState) notifier(stop, kick chan struct{}) {
 	ch, cancel := ps.p.Subscribe()
 	defer cancel()

@@ -68,9 +68,11 @@ type jsonLine struct {
 //	{"key":…,"value":…,"headers":{…},"timestamp":…}
 //
 // key and value are strings (UTF-8 bytes, or base64 with
-// "key_encoding"/"value_encoding":"base64"), null (a null value is a
-// tombstone; an absent one too), or any other JSON value, which is taken as
-// its JSON text. headers is an object (order kept) or an array of
+// "key_encoding"/"value_encoding":"base64"), null, or any other JSON value,
+// which is taken as its JSON text. "value" is required: only an explicit
+// "value":null is a tombstone, so a line that forgot its value ({} or
+// {"key":"k"}) is errParse rather than a record that deletes its key. An
+// absent key is null. headers is an object (order kept) or an array of
 // {"key","value"[,"key_encoding","value_encoding"]} objects; timestamp is
 // epoch ms or an RFC 3339 string, absent or null meaning now. "offset" is
 // accepted and ignored; any other field is errParse (a typo must not turn a
@@ -87,6 +89,9 @@ func parseJSONLine(line []byte) (record.Record, error) {
 	}
 	if err := checkKeys(line, jsonLineKeys); err != nil {
 		return r, err
+	}
+	if jl.Value == nil {
+		return r, fmt.Errorf(`%w: no "value" field (write "value":null for a tombstone)`, errParse)
 	}
 	var err error
 	if r.Key, err = jsonBytes(jl.Key, jl.KeyEncoding, "key"); err != nil {

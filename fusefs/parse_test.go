@@ -94,7 +94,6 @@ func TestParseJSONLine(t *testing.T) {
 	}{
 		{"value only", `{"value":"v"}`, record.Record{Timestamp: -1, Value: []byte("v")}, false},
 		{"tombstone", `{"key":"k","value":null}`, record.Record{Timestamp: -1, Key: []byte("k")}, false},
-		{"absent value is null", `{"key":"k"}`, record.Record{Timestamp: -1, Key: []byte("k")}, false},
 		{"empty", `{"key":"","value":""}`, record.Record{Timestamp: -1, Key: []byte{}, Value: []byte{}}, false},
 		{"raw json value", `{"value":{"a": 1}}`, record.Record{Timestamp: -1, Value: []byte(`{"a": 1}`)}, false},
 		{"number value", `{"value":42}`, record.Record{Timestamp: -1, Value: []byte(`42`)}, false},
@@ -109,6 +108,9 @@ func TestParseJSONLine(t *testing.T) {
 		{"trailing", `{"value":"v"} x`, record.Record{}, true},
 		{"two objects", `{"value":"v"}{"value":"w"}`, record.Record{}, true},
 		{"unknown field", `{"vaule":"v"}`, record.Record{}, true},
+		{"absent value is not a tombstone", `{"key":"k"}`, record.Record{}, true},
+		{"empty object", `{}`, record.Record{}, true},
+		{"only a timestamp", `{"timestamp":5}`, record.Record{}, true},
 		{"bad base64", `{"value":"!!","value_encoding":"base64"}`, record.Record{}, true},
 		{"bad encoding", `{"value":"v","value_encoding":"hex"}`, record.Record{}, true},
 		{"bad timestamp", `{"value":"v","timestamp":1.5}`, record.Record{}, true},

@@ -126,6 +126,7 @@ func (v *viewNode) openState() *viewState {
 
 func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	testPanic("getattr", &v.Inode, "")
+	v.fsys.awaitTails(ctx, v.loc.topic) // a final line closed just before (appendline.go)
 	var size int64
 	if st := v.openState(); st != nil {
 		_, s, err := st.refresh(ctx)
@@ -303,6 +304,7 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		}
 		return nil, 0, syscall.EACCES
 	}
+	v.fsys.awaitTails(ctx, v.loc.topic) // a final line closed just before (appendline.go)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.mu.st == nil {

@@ -9,8 +9,12 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -157,10 +161,13 @@ func TestBadInputThroughMount(t *testing.T) {
 			after: func(t *testing.T, m *mountProc) {
 				assert.NotContains(t, m.Sh(t, `cat $MNT/good/config`), "retention.ms=1234568", "a config write with one bad line changes nothing")
 			}},
-		{name: "config all or nothing", script: `printf 'retention.ms=1234567\nsegment.bytes=banana\n' > $MNT/good/config`, want: []string{msgEINVAL},
+		{name: "config all or nothing per write", script: `printf 'retention.ms=1234567\nsegment.bytes=banana\n' > $MNT/good/config`, want: []string{msgEINVAL},
 			after: func(t *testing.T, m *mountProc) {
+				// bash's printf writes line by line: the first write is
+				// applied, the second refused.
 				cfg := m.Sh(t, `cat $MNT/good/config`)
-				assert.NotContains(t, cfg, "retention.ms=1234567", "a config write with one bad line changes nothing")
+				assert.Contains(t, cfg, "retention.ms=1234567\n", "the write before the bad one")
+				assert.NotContains(t, cfg, "segment.bytes=banana")
 			}},
 
 		// EINVAL / kernel answers for topic names.
@@ -309,4 +316,203 @@ func firstDiff(want, got []string) string {
 // single write(2) (bash's own printf and echo write line by line).
 func oneWrite(text, dst string) string {
 	return `t=$(mktemp); trap 'rm -f "$t"' EXIT; printf '` + text + `' > "$t"; cat "$t" >> ` + dst
+}
+
+// TestWrongDataThroughMount reproduces issue #17's "wrong data" cases
+// through a real mount with shell tools and python3, and asserts the exact
+// records stored:
+//   - a line over max.message.bytes stores nothing of itself, whatever the
+//     writer (python's retries, a bare write(2) that returns a short count,
+//     cat, bash's echo through glibc) and however the kernel cut it into
+//     WRITEs; the lines before it, and the lines the writer sends after it,
+//     are stored;
+//   - a final line without '\n' is one record, cut when the file is
+//     released, not at each close of a shared descriptor, and is still
+//     visible to the next command;
+//   - an append.jsonl line without "value" is EINVAL, not a tombstone;
+//   - a config write that cannot be persisted fails that write(2).
+func TestWrongDataThroughMount(t *testing.T) {
+	m := startMount(t, mountOpts{Config: `
+"linger.ms" = 1
+
+[topics.small]
+"max.message.bytes" = 1024
+`})
+	records := func(t *testing.T, topic string) []string {
+		t.Helper()
+		return linesOf(m.Sh(t, `cat $MNT/`+topic+`/0/records`))
+	}
+	noLong := func(t *testing.T, got []string, what string) {
+		t.Helper()
+		for _, r := range got {
+			assert.Less(t, len(r), 1000, "%s: nothing of the long line is stored: a record of %d bytes", what, len(r))
+		}
+	}
+
+	t.Run("python write of a long line between two", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/py`)
+		out := m.Sh(t, `python3 -c '
+import sys
+try:
+    with open(sys.argv[1], "a") as f:
+        f.write("before\n" + "x" * 2000000 + "\nafter\n")
+    print("no error")
+except OSError as e:
+    print("errno", e.errno)
+' $MNT/py/0/append`)
+		assert.Equal(t, fmt.Sprintf("errno %d\n", syscall.EMSGSIZE), out, "python sees EMSGSIZE")
+		got := records(t, "py")
+		noLong(t, got, "python")
+		// Python writes a refused buffer again at close: after the two
+		// refusals, the end of the long line is dropped and after stored.
+		assert.Equal(t, []string{"before", "after"}, got)
+	})
+
+	t.Run("bare write of a long line returns a short count", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/raw`)
+		// The kernel cuts the write into WRITEs of up to 1 MiB, the first
+		// shorter by the buffer's offset in its page: write(2) returns a
+		// short count (the first WRITE was taken), or EMSGSIZE when the
+		// first WRITE alone was too long. Either way the program goes on
+		// with its next line, writing it again if it is refused.
+		out := m.Sh(t, `python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+try:
+    n = os.write(fd, b"y" * 1500000 + b"\n")
+    print("short" if n < 1500001 else "whole")
+except OSError as e:
+    print("errno", e.errno)
+for attempt in range(3):
+    try:
+        os.write(fd, b"next\n")
+        break
+    except OSError as e:
+        print("next: errno", e.errno)
+os.close(fd)
+' $MNT/raw/0/append`)
+		assert.Contains(t, []string{"short\n", fmt.Sprintf("errno %d\nnext: errno %d\n", syscall.EMSGSIZE, syscall.EMSGSIZE)}, out)
+		assert.Equal(t, []string{"next"}, records(t, "raw"), "no prefix of the long line")
+	})
+
+	t.Run("cat of a file with a long line", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/cat`)
+		big := filepath.Join(t.TempDir(), "big.txt")
+		require.NoError(t, os.WriteFile(big, []byte("a\n"+strings.Repeat("z", 2000000)+"\nb\n"), 0o644))
+		_, errOut, err := m.ShErr(`cat ` + big + ` > $MNT/cat/0/append`)
+		require.Error(t, err, "cat stops at the long line")
+		assert.Contains(t, errOut, "cat: write error: "+msgEMSGSIZE)
+		assert.Equal(t, []string{"a"}, records(t, "cat"))
+	})
+
+	t.Run("bash echo of a long line between two", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/echo`)
+		_, errOut, err := m.ShErr(`set +e; big=$(head -c 1500000 /dev/zero | tr '\0' y); ` +
+			`{ echo b2; echo "$big"; echo a2; } > $MNT/echo/0/append; exit 0`)
+		require.NoError(t, err)
+		assert.Contains(t, errOut, "echo: write error: "+msgEMSGSIZE)
+		assert.Equal(t, []string{"b2", "a2"}, records(t, "echo"))
+	})
+
+	t.Run("long line inside one write", func(t *testing.T) {
+		// max.message.bytes 1024: the lines before it are taken with a
+		// short count, cat's next write starts with it and fails.
+		m.Sh(t, `mkdir $MNT/small`)
+		_, errOut, err := m.ShErr(oneWrite(`l1\nl2\n`+strings.Repeat("L", 2000)+`\nl3\n`, `$MNT/small/0/append`))
+		require.Error(t, err)
+		assert.Contains(t, errOut, msgEMSGSIZE)
+		assert.Equal(t, []string{"l1", "l2"}, records(t, "small"))
+	})
+
+	t.Run("final line is cut at release, not at every close", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/tail`)
+		nonl := filepath.Join(t.TempDir(), "nonl")
+		require.NoError(t, os.WriteFile(nonl, []byte("abc"), 0o644))
+		m.Sh(t, `(cat `+nonl+`; echo def) > $MNT/tail/0/append`)
+		assert.Equal(t, []string{"abcdef"}, records(t, "tail"), "as in a plain file")
+		m.Sh(t, `(cat `+nonl+`; echo) > $MNT/tail/0/append`)
+		assert.Equal(t, []string{"abcdef", "abc"}, records(t, "tail"), "no empty record")
+		// The next command sees the final line (RELEASE follows close).
+		out := m.Sh(t, `for i in $(seq 1 30); do printf "x$i" > $MNT/tail/0/append; tail -n 1 $MNT/tail/0/records; done`)
+		var want []string
+		for i := 1; i <= 30; i++ {
+			want = append(want, fmt.Sprintf("x%d", i))
+		}
+		assert.Equal(t, want, linesOf(out))
+	})
+
+	t.Run("append.jsonl line without a value", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/js`)
+		for _, line := range []string{`{}`, `{"key":"k"}`, `{"key":"k","timestamp":5}`} {
+			_, errOut, err := m.ShErr(`echo '` + line + `' >> $MNT/js/0/append.jsonl`)
+			require.Error(t, err, "%s is refused", line)
+			assert.Contains(t, errOut, msgEINVAL)
+		}
+		assert.Contains(t, m.Stderr(), `no \"value\" field`, "the log says why")
+		m.Sh(t, `echo '{"key":"k","value":null}' >> $MNT/js/0/append.jsonl`)
+		js := m.Sh(t, `cat $MNT/js/0/records.jsonl`)
+		assert.Equal(t, 1, strings.Count(js, "\n"), "only the explicit tombstone: %s", js)
+		assert.Contains(t, js, `"key":"k","value":null`)
+	})
+
+	t.Run("config write with too many open files", func(t *testing.T) {
+		m.Sh(t, `mkdir $MNT/cfg`)
+		pid := m.Cmd.Process.Pid
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		require.NoError(t, err)
+		used := map[string]bool{}
+		for _, fd := range fds {
+			used[fd.Name()] = true
+		}
+		free := 0 // the lowest free descriptor: a limit of it leaves none
+		for used[strconv.Itoa(free)] {
+			free++
+		}
+		// No descriptor left for the mount (its soft limit lowered to what
+		// it has open): persisting the change fails.
+		soft := strings.TrimSpace(m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile --output SOFT --noheadings`, pid)))
+		m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%d:`, pid, free))
+		_, errOut, err := m.ShErr(`echo retention.ms=1234567 > $MNT/cfg/config`)
+		m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%s:`, pid, soft))
+		require.Error(t, err, "the shell sees the failure")
+		assert.Contains(t, errOut, "echo: write error: Too many open files")
+		assert.NotContains(t, m.Sh(t, `cat $MNT/cfg/config`), "retention.ms=1234567\n", "nothing applied")
+		m.Sh(t, `echo retention.ms=1234567 > $MNT/cfg/config`)
+		assert.Contains(t, m.Sh(t, `cat $MNT/cfg/config`), "retention.ms=1234567\n")
+	})
+}
+
+// TestConfigDiskFull: a config change on a full disk fails the write(2)
+// that carries it with ENOSPC, nothing of it is applied, and it applies
+// once there is room.
+func TestConfigDiskFull(t *testing.T) {
+	requireFUSE(t)
+	root := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", root).CombinedOutput()
+	require.NoError(t, err, "mount tmpfs: %s", out)
+	t.Cleanup(func() {
+		if err := syscall.Unmount(root, 0); err != nil {
+			_ = syscall.Unmount(root, syscall.MNT_DETACH)
+		}
+	})
+	data := filepath.Join(root, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	m := startMount(t, mountOpts{Data: data, Config: `
+"segment.bytes" = 65536
+"segment.index.bytes" = 4096
+`})
+	m.Sh(t, `mkdir $MNT/full`)
+	ballast := filepath.Join(root, "ballast")
+	m.Sh(t, `dd if=/dev/zero of=`+ballast+` bs=64k status=none 2>/dev/null || true`)
+
+	_, errOut, err := m.ShErr(`echo retention.ms=1234567 > $MNT/full/config`)
+	require.Error(t, err, "exit status 0 on a full disk")
+	assert.Contains(t, errOut, "echo: write error: "+msgENOSPC)
+	assert.NotContains(t, m.Sh(t, `cat $MNT/full/config`), "retention.ms=1234567\n", "nothing applied")
+
+	require.NoError(t, os.Remove(ballast))
+	m.Sh(t, `echo retention.ms=1234567 > $MNT/full/config`)
+	assert.Contains(t, m.Sh(t, `cat $MNT/full/config`), "retention.ms=1234567\n")
+	m.Remount()
+	assert.Contains(t, m.Sh(t, `cat $MNT/full/config`), "retention.ms=1234567\n", "persisted")
 }

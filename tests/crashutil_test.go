@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // Payloads are unique per (writer, seq) and carry a filler derived from both,
@@ -323,11 +325,14 @@ func TestReliabilityHelpers(t *testing.T) {
 		require.False(t, ok, "a torn payload parses")
 	}
 
-	// _confluent-monitoring-0: 1951 batches, offsets 0..2826 (PROVENANCE.md).
-	log := filepath.Join("..", "..", "shared", "fixtures", "kafka-real", "cp76-kafka36-lz4-rjmfernandes", "data", "_confluent-monitoring-0", "00000000000000000000.log")
+	// test0-0 of Kafka 0.11.0: 11 one-record batches, offsets 0..10
+	// (testdata/kafka-real/PROVENANCE.md).
+	log := testutil.KafkaFixture(t, "kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.log")
 	batches := logBatches(t, log)
-	require.Len(t, batches, 1951)
-	require.Equal(t, int64(0), batches[0].Base)
+	require.Len(t, batches, 11)
+	for i, b := range batches {
+		require.Equal(t, int64(i), b.Base)
+	}
 	last := batches[len(batches)-1]
 	st, err := os.Stat(log)
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/internal/testutil"
+	"github.com/topicfs/topicfs/internal/testutil/kfakelog"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // batchPositions returns the start of every entry of a .log file.
@@ -29,7 +31,7 @@ func batchPositions(t *testing.T, data []byte) []int64 {
 
 func TestCheckCorruptBatchThenRepair(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -92,13 +94,26 @@ func TestCheckCorruptBatchThenRepair(t *testing.T) {
 }
 
 func TestCheckPartialTailThenRepair(t *testing.T) {
+	for _, tc := range []struct{ set, part string }{
+		{"kafka0110-zk-sharaweil/data", "test0-0"},
+		{"cp76-kafka36-lz4-rjmfernandes/data", "_confluent-command-0"},
+	} {
+		t.Run(tc.part, func(t *testing.T) { partialTailThenRepair(t, tc.set, tc.part) })
+	}
+}
+
+// partialTailThenRepair appends a torn batch to the first log of part in a
+// copy of the fixture log dir set: check reports it, repair cuts it off.
+func partialTailThenRepair(t *testing.T, set, part string) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
-	logPath := filepath.Join(dir, "_confluent-command-0", "00000000000000000000.log")
+	testutil.CopyTree(t, fixture(t, set), dir)
+	logPath := filepath.Join(dir, part, "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
 	end := int64(len(data))
-	torn := append(data, data[:100]...) // a torn append: a batch header and part of its body
+	// A torn append: a batch header and part of its body.
+	cut := min(100, 12+int(binary.BigEndian.Uint32(data[8:]))-1)
+	torn := append(data, data[:cut]...)
 	require.NoError(t, os.WriteFile(logPath, torn, 0o644))
 
 	var out bytes.Buffer
@@ -121,9 +136,42 @@ func TestCheckPartialTailThenRepair(t *testing.T) {
 }
 
 func TestCheckBadIndexEntryThenRepair(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("cp76-kafka36-lz4-rjmfernandes/data"), dir)
-	idx := filepath.Join(dir, "_confluent-monitoring-0", "00000000000000000000.index")
+	t.Run("kfake", func(t *testing.T) {
+		// franz-go's LZ4 batches with an offset index entry per batch,
+		// written here in Kafka's layout, beside a real log dir.
+		dir := filepath.Join(t.TempDir(), "data")
+		testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
+		log := kfakelog.Produce(t, kfakelog.Options{Codec: "lz4", Batches: 8, PerBatch: 3})
+		part := filepath.Join(dir, "kfake-0")
+		require.NoError(t, os.MkdirAll(part, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(part, "00000000000000000000.log"), log.Raw, 0o644))
+		var idx []byte
+		for pos := 0; pos < len(log.Raw); {
+			size := 12 + int(binary.BigEndian.Uint32(log.Raw[pos+8:]))
+			var b kmsg.RecordBatch
+			require.NoError(t, b.ReadFrom(log.Raw[pos:pos+size]))
+			idx = binary.BigEndian.AppendUint32(idx, uint32(b.FirstOffset+int64(b.LastOffsetDelta)))
+			idx = binary.BigEndian.AppendUint32(idx, uint32(pos))
+			pos += size
+		}
+		require.GreaterOrEqual(t, len(idx), 4*8)
+		require.NoError(t, os.WriteFile(filepath.Join(part, "00000000000000000000.index"), idx, 0o644))
+		var out bytes.Buffer
+		rep, err := Check(&out, dir, CheckOptions{})
+		require.NoError(t, err)
+		require.Empty(t, rep.Problems(), out.String())
+		badIndexEntryThenRepair(t, dir, filepath.Join(part, "00000000000000000000.index"))
+	})
+	t.Run("cp76", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		testutil.CopyTree(t, fixture(t, "cp76-kafka36-lz4-rjmfernandes/data"), dir)
+		badIndexEntryThenRepair(t, dir, filepath.Join(dir, "_confluent-monitoring-0", "00000000000000000000.index"))
+	})
+}
+
+// badIndexEntryThenRepair moves the position of entry 3 of idx into a
+// batch: check reports that entry, repair rebuilds the index.
+func badIndexEntryThenRepair(t *testing.T, dir, idx string) {
 	data, err := os.ReadFile(idx)
 	require.NoError(t, err)
 	// Entry 3: move its position one byte into a batch.
@@ -147,7 +195,7 @@ func TestCheckBadIndexEntryThenRepair(t *testing.T) {
 
 func TestCheckLeftovers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	part := filepath.Join(dir, "test0-2")
 	for _, name := range []string{"00000000000000000000.log.deleted", "00000000000000000000.index.deleted", "00000000000000000005.log.cleaned"} {
 		require.NoError(t, os.WriteFile(filepath.Join(part, name), nil, 0o644))
@@ -169,7 +217,7 @@ func TestCheckLeftovers(t *testing.T) {
 
 func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 	var out bytes.Buffer
-	rep, err := Check(&out, fixture("kafka0110-zk-sharaweil/data/test0-0"), CheckOptions{})
+	rep, err := Check(&out, fixture(t, "kafka0110-zk-sharaweil/data/test0-0"), CheckOptions{})
 	require.NoError(t, err)
 	require.Len(t, rep.Partitions, 1)
 	assert.EqualValues(t, 11, rep.Records)
@@ -180,7 +228,7 @@ func TestCheckSinglePartitionDirAndErrors(t *testing.T) {
 
 	// A checkpoint that does not parse is a problem.
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	out.Reset()
 	rep, err = Check(&out, dir, CheckOptions{})
@@ -206,7 +254,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+			testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 			require.NoError(t, os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.content), 0o644))
 			var out bytes.Buffer
 			rep, err := Check(&out, dir, CheckOptions{})
@@ -223,7 +271,7 @@ func TestCheckLeaderEpochAndTopicsConfig(t *testing.T) {
 
 func TestCheckRepairRootFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recovery-point-offset-checkpoint"), []byte("0\n2\ntest0 0 11\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "topicfs-topics.json"), []byte(`{"version":1,`), 0o644))
 	var out bytes.Buffer
@@ -244,7 +292,7 @@ func TestCheckRepairRootFiles(t *testing.T) {
 // partition is checked again.
 func TestCheckRepairSettlesASwap(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	logPath := filepath.Join(dir, "test0-2", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)
@@ -273,7 +321,7 @@ func TestCheckRepairSettlesASwap(t *testing.T) {
 // overwritten; the new bytes go to name.2.
 func TestCheckRepairKeepsEarlierAsideFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	testutil.CopyTree(t, fixture("kafka0110-zk-sharaweil/data"), dir)
+	testutil.CopyTree(t, fixture(t, "kafka0110-zk-sharaweil/data"), dir)
 	logPath := filepath.Join(dir, "test0-1", "00000000000000000000.log")
 	data, err := os.ReadFile(logPath)
 	require.NoError(t, err)

@@ -35,10 +35,10 @@ func ExampleDump() {
 }
 
 func ExampleCheck() {
-	rep, err := tools.Check(os.Stdout, "../../shared/fixtures/kafka-real/kafka0110-zk-sharaweil/data", tools.CheckOptions{})
+	rep, err := tools.Check(os.Stdout, "../testdata/kafka-real/kafka0110-zk-sharaweil/data", tools.CheckOptions{})
 	fmt.Println(len(rep.Problems()), "problems,", rep.Records, "records, error:", err)
 	// Output:
-	// checking ../../shared/fixtures/kafka-real/kafka0110-zk-sharaweil/data
+	// checking ../testdata/kafka-real/kafka0110-zk-sharaweil/data
 	// mac_test-0: 1 segments, 0 batches, 0 records, 0 bytes, no records, next offset 78: ok
 	// test0-0: 1 segments, 11 batches, 11 records, 757 bytes, offsets 0..10, next offset 11: ok
 	// test0-1: 1 segments, 11 batches, 11 records, 758 bytes, offsets 0..10, next offset 11: ok

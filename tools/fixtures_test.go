@@ -22,11 +22,6 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// fixtures holds real broker files (see PROVENANCE.md there). CI clones the
-// repo with shared/ beside it, so the path is relative; never copy them into
-// the repo.
-const fixtures = "../../shared/fixtures/kafka-real"
-
 // fixtureLogDirs are the Kafka log.dirs among the fixtures; cleanShutdown
 // says whether the broker left a clean-shutdown marker.
 var fixtureLogDirs = []struct {
@@ -39,12 +34,17 @@ var fixtureLogDirs = []struct {
 	{"kafka0110-zk-sharaweil/data", true},
 }
 
-func fixture(parts ...string) string { return filepath.Join(append([]string{fixtures}, parts...)...) }
+// fixture returns a path below the fixture sets (testdata/kafka-real, or
+// the extra corpus: the test is skipped when that is absent).
+func fixture(t testing.TB, parts ...string) string {
+	t.Helper()
+	return testutil.KafkaFixture(t, filepath.Join(parts...))
+}
 
 func TestCheckPassesOnEveryFixtureLogDir(t *testing.T) {
 	for _, fx := range fixtureLogDirs {
 		t.Run(fx.dir, func(t *testing.T) {
-			dir := fixture(fx.dir)
+			dir := fixture(t, fx.dir)
 			before := testutil.TreeState(t, dir)
 			var out bytes.Buffer
 			rep, err := Check(&out, dir, CheckOptions{})
@@ -89,50 +89,55 @@ func partitionReport(t *testing.T, rep CheckReport, topic string, p int) Partiti
 }
 
 func TestCheckFixtureFacts(t *testing.T) {
-	check := func(dir string) CheckReport {
+	check := func(t *testing.T, dir string) CheckReport {
 		var out bytes.Buffer
-		rep, err := Check(&out, fixture(dir), CheckOptions{})
+		rep, err := Check(&out, fixture(t, dir), CheckOptions{})
 		require.NoError(t, err)
 		return rep
 	}
-	k41 := check("kafka41-kraft-nomanazeem/kafka-logs")
-	md := partitionReport(t, k41, engine.MetadataTopic, 0)
-	assert.EqualValues(t, 1842, md.Batches)
-	assert.EqualValues(t, 0, md.FirstOffset)
-	assert.EqualValues(t, 2066, md.LastOffset)
-	co := partitionReport(t, k41, "__consumer_offsets", 15)
-	assert.EqualValues(t, 88, co.Batches)
-	assert.EqualValues(t, 255, co.LastOffset)
-	assert.EqualValues(t, 54, len(k41.Partitions), "50 __consumer_offsets + 3 demo-topic + the metadata log")
-
-	cp := check("cp76-kafka36-lz4-rjmfernandes/data")
-	mon := partitionReport(t, cp, "_confluent-monitoring", 0)
-	assert.EqualValues(t, 1951, mon.Batches)
-	assert.EqualValues(t, 0, mon.FirstOffset)
-	assert.EqualValues(t, 2826, mon.LastOffset)
-	assert.EqualValues(t, 460756, mon.Bytes)
-	cl := partitionReport(t, cp, "_confluent-controlcenter-7-6-0-1-KSTREAM-OUTEROTHER-0000000106-store-changelog", 0)
-	assert.EqualValues(t, 487, cl.Batches)
-	cmd := partitionReport(t, cp, "_confluent-command", 0)
-	assert.EqualValues(t, 2, cmd.Batches)
-	// The root checkpoints list ~150 partitions of which 5 were copied.
-	require.NotEmpty(t, cp.Warnings)
-	assert.Contains(t, cp.Warnings[len(cp.Warnings)-1].Message, "partitions not in this directory")
-
-	dy := check("kafka271-zk-compacted-donaldy/kafka-logs")
-	c28 := partitionReport(t, dy, "__consumer_offsets", 28)
-	assert.EqualValues(t, 1, c28.FirstOffset, "offset 0 was compacted away")
-	assert.EqualValues(t, 2, c28.Segments)
-	my := partitionReport(t, dy, "myTopic", 0)
-	assert.EqualValues(t, 0, my.Records)
-	assert.EqualValues(t, 38, my.NextOffset, "an empty segment named 38 is the log end")
-
-	k11 := check("kafka0110-zk-sharaweil/data")
-	for p := range 3 {
-		pr := partitionReport(t, k11, "test0", p)
-		assert.EqualValues(t, 11, pr.Records, "test0-%d", p)
-	}
-	assert.EqualValues(t, 78, partitionReport(t, k11, "mac_test", 0).NextOffset)
+	t.Run("kafka41", func(t *testing.T) {
+		k41 := check(t, "kafka41-kraft-nomanazeem/kafka-logs")
+		md := partitionReport(t, k41, engine.MetadataTopic, 0)
+		assert.EqualValues(t, 1842, md.Batches)
+		assert.EqualValues(t, 0, md.FirstOffset)
+		assert.EqualValues(t, 2066, md.LastOffset)
+		co := partitionReport(t, k41, "__consumer_offsets", 15)
+		assert.EqualValues(t, 88, co.Batches)
+		assert.EqualValues(t, 255, co.LastOffset)
+		assert.EqualValues(t, 54, len(k41.Partitions), "50 __consumer_offsets + 3 demo-topic + the metadata log")
+	})
+	t.Run("cp76", func(t *testing.T) {
+		cp := check(t, "cp76-kafka36-lz4-rjmfernandes/data")
+		mon := partitionReport(t, cp, "_confluent-monitoring", 0)
+		assert.EqualValues(t, 1951, mon.Batches)
+		assert.EqualValues(t, 0, mon.FirstOffset)
+		assert.EqualValues(t, 2826, mon.LastOffset)
+		assert.EqualValues(t, 460756, mon.Bytes)
+		cl := partitionReport(t, cp, "_confluent-controlcenter-7-6-0-1-KSTREAM-OUTEROTHER-0000000106-store-changelog", 0)
+		assert.EqualValues(t, 487, cl.Batches)
+		cmd := partitionReport(t, cp, "_confluent-command", 0)
+		assert.EqualValues(t, 2, cmd.Batches)
+		// The root checkpoints list ~150 partitions of which 5 were copied.
+		require.NotEmpty(t, cp.Warnings)
+		assert.Contains(t, cp.Warnings[len(cp.Warnings)-1].Message, "partitions not in this directory")
+	})
+	t.Run("kafka271", func(t *testing.T) {
+		dy := check(t, "kafka271-zk-compacted-donaldy/kafka-logs")
+		c28 := partitionReport(t, dy, "__consumer_offsets", 28)
+		assert.EqualValues(t, 1, c28.FirstOffset, "offset 0 was compacted away")
+		assert.EqualValues(t, 2, c28.Segments)
+		my := partitionReport(t, dy, "myTopic", 0)
+		assert.EqualValues(t, 0, my.Records)
+		assert.EqualValues(t, 38, my.NextOffset, "an empty segment named 38 is the log end")
+	})
+	t.Run("kafka0110", func(t *testing.T) {
+		k11 := check(t, "kafka0110-zk-sharaweil/data")
+		for p := range 3 {
+			pr := partitionReport(t, k11, "test0", p)
+			assert.EqualValues(t, 11, pr.Records, "test0-%d", p)
+		}
+		assert.EqualValues(t, 78, partitionReport(t, k11, "mac_test", 0).NextOffset)
+	})
 }
 
 // kafkaBatchLine formats a v2 batch line from kmsg's independent parse of
@@ -232,7 +237,7 @@ func TestDumpMatchesKafkaFormatOnFixtures(t *testing.T) {
 	}
 	for _, l := range logs {
 		t.Run(l.path, func(t *testing.T) {
-			path := fixture(l.path)
+			path := fixture(t, l.path)
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
 			base, err := fileBase(path)
@@ -288,65 +293,80 @@ func TestDumpKafkaSampleLine(t *testing.T) {
 }
 
 func TestDumpIndexesOfFixtures(t *testing.T) {
-	mon := fixture("cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000")
-	var out, errOut bytes.Buffer
-	require.NoError(t, Dump(&out, &errOut, []string{mon + ".index", mon + ".timeindex"}, DumpOptions{}))
-	assert.Empty(t, errOut.String(), "every entry matches its batch (PROVENANCE)")
-	lines := readLines(out.String())
-	require.Len(t, lines, 1+109+1+109)
-	assert.Equal(t, "Dumping "+mon+".index", lines[0])
-	assert.Equal(t, "offset: 33 position: 4220", lines[1])
-	assert.Equal(t, "Dumping "+mon+".timeindex", lines[110])
-	assert.Regexp(t, `^timestamp: \d+ offset: 31$`, lines[111])
-	assert.Regexp(t, `^timestamp: \d+ offset: 2826$`, lines[len(lines)-1])
-
-	md := fixture("kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000000000")
-	out.Reset()
-	require.NoError(t, Dump(&out, &errOut, []string{md + ".index", md + ".timeindex"}, DumpOptions{}))
-	assert.Empty(t, errOut.String())
-	lines = readLines(out.String())
-	require.Len(t, lines, 1+34+1+35)
-	assert.Equal(t, "offset: 55 position: 4136", lines[1])
-	assert.Equal(t, "timestamp: 1779276569220 offset: 2066", lines[len(lines)-1])
-
-	// An empty index, and a file Kafka does not know.
-	out.Reset()
-	empty := fixture("kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.index")
-	unknown := fixture("kafka0110-zk-sharaweil/data/test0-0/leader-epoch-checkpoint")
-	require.NoError(t, Dump(&out, &errOut, []string{empty, unknown}, DumpOptions{}))
-	assert.Equal(t, []string{"Dumping " + empty, empty + " is empty.", "Dumping " + unknown}, readLines(out.String()))
-	assert.Equal(t, "Ignoring unknown file "+unknown+"\n", errOut.String())
+	t.Run("cp76", func(t *testing.T) {
+		mon := fixture(t, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000")
+		var out, errOut bytes.Buffer
+		require.NoError(t, Dump(&out, &errOut, []string{mon + ".index", mon + ".timeindex"}, DumpOptions{}))
+		assert.Empty(t, errOut.String(), "every entry matches its batch (PROVENANCE)")
+		lines := readLines(out.String())
+		require.Len(t, lines, 1+109+1+109)
+		assert.Equal(t, "Dumping "+mon+".index", lines[0])
+		assert.Equal(t, "offset: 33 position: 4220", lines[1])
+		assert.Equal(t, "Dumping "+mon+".timeindex", lines[110])
+		assert.Regexp(t, `^timestamp: \d+ offset: 31$`, lines[111])
+		assert.Regexp(t, `^timestamp: \d+ offset: 2826$`, lines[len(lines)-1])
+	})
+	t.Run("kafka41", func(t *testing.T) {
+		md := fixture(t, "kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000000000")
+		var out, errOut bytes.Buffer
+		require.NoError(t, Dump(&out, &errOut, []string{md + ".index", md + ".timeindex"}, DumpOptions{}))
+		assert.Empty(t, errOut.String())
+		lines := readLines(out.String())
+		require.Len(t, lines, 1+34+1+35)
+		assert.Equal(t, "offset: 55 position: 4136", lines[1])
+		assert.Equal(t, "timestamp: 1779276569220 offset: 2066", lines[len(lines)-1])
+	})
+	t.Run("kafka0110", func(t *testing.T) {
+		// A one-entry time index, an empty index, and a file Kafka does
+		// not know.
+		var out, errOut bytes.Buffer
+		ti := fixture(t, "kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.timeindex")
+		empty := fixture(t, "kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.index")
+		unknown := fixture(t, "kafka0110-zk-sharaweil/data/test0-0/leader-epoch-checkpoint")
+		require.NoError(t, Dump(&out, &errOut, []string{ti, empty, unknown}, DumpOptions{}))
+		assert.Equal(t, []string{"Dumping " + ti, "timestamp: 1600054618983 offset: 10", "Dumping " + empty, empty + " is empty.", "Dumping " + unknown}, readLines(out.String()))
+		assert.Equal(t, "Ignoring unknown file "+unknown+"\n", errOut.String())
+	})
 }
 
 func TestDumpProducerSnapshots(t *testing.T) {
-	var out, errOut bytes.Buffer
-	files := []string{
-		fixture("kafka271-zk-compacted-donaldy/kafka-logs/myTopic-0/00000000000000000038.snapshot"),
-		fixture("cp76-kafka36-lz4-rjmfernandes/data/_confluent-command-0/00000000000000000002.snapshot"),
-		fixture("kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000002067.snapshot"),
-	}
-	require.NoError(t, Dump(&out, &errOut, files, DumpOptions{}))
-	assert.Empty(t, errOut.String())
-	lines := readLines(out.String())
-	require.Len(t, lines, 1+3+1+2+1)
-	assert.Equal(t, "producerId: 4001 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 1670068129797 firstSequence: 9 lastSequence: 11 lastOffset: 11 offsetDelta: 2 timestamp: 1670068129797", lines[1])
-	assert.Contains(t, lines[5], "producerId: 2 producerEpoch: 0 ")
-	assert.Contains(t, lines[6], "producerId: 20 producerEpoch: 0 ")
+	t.Run("kafka271", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		file := fixture(t, "kafka271-zk-compacted-donaldy/kafka-logs/myTopic-0/00000000000000000038.snapshot")
+		require.NoError(t, Dump(&out, &errOut, []string{file}, DumpOptions{}))
+		assert.Empty(t, errOut.String())
+		lines := readLines(out.String())
+		require.Len(t, lines, 1+3)
+		assert.Equal(t, "producerId: 4001 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty lastTimestamp: 1670068129797 firstSequence: 9 lastSequence: 11 lastOffset: 11 offsetDelta: 2 timestamp: 1670068129797", lines[1])
 
-	// A flipped byte fails the CRC, reported in Kafka's words.
-	data, err := os.ReadFile(files[0])
-	require.NoError(t, err)
-	data[20] ^= 0xff
-	bad := filepath.Join(t.TempDir(), "00000000000000000038.snapshot")
-	require.NoError(t, os.WriteFile(bad, data, 0o644))
-	out.Reset()
-	err = Dump(&out, &errOut, []string{bad}, DumpOptions{})
-	require.ErrorIs(t, err, ErrCorruptSnapshot)
-	assert.Contains(t, errOut.String(), "Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+		// A flipped byte fails the CRC, reported in Kafka's words.
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		data[20] ^= 0xff
+		bad := filepath.Join(t.TempDir(), "00000000000000000038.snapshot")
+		require.NoError(t, os.WriteFile(bad, data, 0o644))
+		out.Reset()
+		err = Dump(&out, &errOut, []string{bad}, DumpOptions{})
+		require.ErrorIs(t, err, ErrCorruptSnapshot)
+		assert.Contains(t, errOut.String(), "Snapshot is corrupt (CRC is no longer valid). Stored crc: ")
+	})
+	t.Run("extra", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		files := []string{
+			fixture(t, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-command-0/00000000000000000002.snapshot"),
+			fixture(t, "kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000002067.snapshot"),
+		}
+		require.NoError(t, Dump(&out, &errOut, files, DumpOptions{}))
+		assert.Empty(t, errOut.String())
+		lines := readLines(out.String())
+		require.Len(t, lines, 1+2+1)
+		assert.Contains(t, lines[1], "producerId: 2 producerEpoch: 0 ")
+		assert.Contains(t, lines[2], "producerId: 20 producerEpoch: 0 ")
+	})
 }
 
 func TestDumpKafkaGoExtractedLogs(t *testing.T) {
-	root := fixture("kafka-go-fetch-v1v2-gzip-segmentio/extracted")
+	root := fixture(t, "kafka-go-fetch-v1v2-gzip-segmentio/extracted")
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	require.Len(t, entries, 11)
@@ -397,7 +417,7 @@ func TestFixturesMountedReadWriteStillPass(t *testing.T) {
 	for _, fx := range fixtureLogDirs {
 		t.Run(fx.dir, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			testutil.CopyTree(t, fixture(fx.dir), dir)
+			testutil.CopyTree(t, fixture(t, fx.dir), dir)
 			d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet(), CheckpointInterval: -1})
 			require.NoError(t, err)
 			want := map[string]int64{}

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // appendProducerSnapshot encodes entries in the snapshot format (test-only
@@ -79,9 +81,14 @@ func TestParseProducerSnapshotErrors(t *testing.T) {
 
 func snapshotFixtures(t testing.TB) []string {
 	t.Helper()
-	files, err := filepath.Glob(fixture("*", "*", "*", "*.snapshot"))
-	require.NoError(t, err)
+	var files []string
+	for _, root := range testutil.KafkaFixtureRoots(t) {
+		more, err := filepath.Glob(filepath.Join(root, "*", "*", "*.snapshot"))
+		require.NoError(t, err)
+		files = append(files, more...)
+	}
 	require.NotEmpty(t, files)
+	sort.Strings(files)
 	return files
 }
 
@@ -110,9 +117,9 @@ func FuzzDumpLog(f *testing.F) {
 		"cp76-kafka36-lz4-rjmfernandes/data/_confluent-command-0/00000000000000000000.log",
 		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1c-v1-v1c/00000000000000000000.log",
 	} {
-		data, err := os.ReadFile(fixture(p))
-		require.NoError(f, err)
-		f.Add(data)
+		if data, ok := testutil.KafkaFixtureFile(f, p); ok {
+			f.Add(data)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mem := vfs.NewMem()
@@ -131,7 +138,7 @@ func FuzzDumpLog(f *testing.F) {
 }
 
 func BenchmarkCheck(b *testing.B) {
-	dir := fixture("cp76-kafka36-lz4-rjmfernandes/data")
+	dir := fixture(b, "cp76-kafka36-lz4-rjmfernandes/data")
 	var size int64
 	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
@@ -151,7 +158,7 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func BenchmarkDump(b *testing.B) {
-	path := fixture("cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000.log")
+	path := fixture(b, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000.log")
 	st, err := os.Stat(path)
 	require.NoError(b, err)
 	b.SetBytes(st.Size())

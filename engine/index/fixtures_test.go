@@ -12,9 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
-
-const fixtures = "../../../shared/fixtures/kafka-real"
 
 func baseFromName(t *testing.T, p string) int64 {
 	t.Helper()
@@ -28,7 +27,23 @@ func baseFromName(t *testing.T, p string) int64 {
 // trimmed, so every entry must be read, in order, and pass SanityCheck.
 func TestFixturesAllIndexes(t *testing.T) {
 	var seen int
-	err := filepath.WalkDir(fixtures, func(p string, d fs.DirEntry, err error) error {
+	roots := testutil.KafkaFixtureRoots(t)
+	for _, root := range roots {
+		seen += checkIndexesUnder(t, root)
+	}
+	// testdata/kafka-real alone holds 14 index files, the extra corpus 118.
+	if len(roots) > 3 {
+		assert.GreaterOrEqual(t, seen, 132)
+	} else {
+		assert.GreaterOrEqual(t, seen, 14)
+	}
+}
+
+// checkIndexesUnder opens every index file under root and returns how many.
+func checkIndexesUnder(t *testing.T, root string) int {
+	t.Helper()
+	seen := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		if d.IsDir() {
 			return nil
@@ -59,12 +74,12 @@ func TestFixturesAllIndexes(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Greater(t, seen, 100)
+	return seen
 }
 
 func TestFixturesKnownEntries(t *testing.T) {
-	mon := filepath.Join(fixtures, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000")
-	meta := filepath.Join(fixtures, "kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000000000")
+	mon := testutil.KafkaFixture(t, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000")
+	meta := testutil.KafkaFixture(t, "kafka41-kraft-nomanazeem/kafka-logs/__cluster_metadata-0/00000000000000000000")
 
 	x, err := OpenOffsetIndex(vfs.OS, mon+".index", 0, 10<<20, false)
 	require.NoError(t, err)
@@ -106,7 +121,22 @@ func TestFixturesKnownEntries(t *testing.T) {
 // TestFixturePreallocatedCopy reopens a fixture index copied into a
 // preallocated (zero-tailed) file, as a crashed broker leaves it.
 func TestFixturePreallocatedCopy(t *testing.T) {
-	src := filepath.Join(fixtures, "cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000.timeindex")
+	for _, tc := range []struct {
+		rel     string
+		entries int
+	}{
+		{"kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.timeindex", 1},
+		{"cp76-kafka36-lz4-rjmfernandes/data/_confluent-monitoring-0/00000000000000000000.timeindex", 109},
+	} {
+		t.Run(strings.SplitN(tc.rel, "/", 2)[0], func(t *testing.T) {
+			preallocatedCopy(t, testutil.KafkaFixture(t, tc.rel), tc.entries)
+		})
+	}
+}
+
+// preallocatedCopy copies the time index src into a preallocated file and
+// checks both opens read its entries and a writable close trims it back.
+func preallocatedCopy(t *testing.T, src string, entries int) {
 	raw, err := os.ReadFile(src)
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "00000000000000000000.timeindex")
@@ -114,7 +144,7 @@ func TestFixturePreallocatedCopy(t *testing.T) {
 	for _, writable := range []bool{false, true} {
 		x, err := OpenTimeIndex(vfs.OS, p, 0, 10485760, writable)
 		require.NoError(t, err)
-		assert.Equal(t, 109, x.Entries())
+		assert.Equal(t, entries, x.Entries())
 		if writable {
 			assert.Equal(t, 873813, x.MaxEntries())
 		}
@@ -124,7 +154,9 @@ func TestFixturePreallocatedCopy(t *testing.T) {
 	got, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, raw, got, "a writable close trims back to the entries")
+}
 
+func TestPreallocatedEmptyIndex(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "00000000000000000000.index")
 	require.NoError(t, os.WriteFile(empty, make([]byte, 10485760), 0o644))
 	x, err := OpenOffsetIndex(vfs.OS, empty, 0, 10485760, false)

@@ -3,13 +3,20 @@ package index
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 func seedFromFixtures(f *testing.F, ext string) {
-	paths, _ := filepath.Glob(filepath.Join(fixtures, "*", "*", "*", "*"+ext))
+	var paths []string
+	for _, root := range testutil.KafkaFixtureRoots(f) {
+		more, _ := filepath.Glob(filepath.Join(root, "*", "*", "*"+ext))
+		paths = append(paths, more...)
+	}
+	sort.Strings(paths)
 	for _, p := range paths {
 		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
 			f.Add(b, int64(0))

@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// fixturesDir holds real broker files (see PROVENANCE.md there); read in place.
-const fixturesDir = "../../../shared/fixtures/kafka-real"
+	"github.com/topicfs/topicfs/internal/testutil"
+)
 
 // fixtureBatch is one batch of a fixture file with its decoded records.
 type fixtureBatch struct {
@@ -54,11 +55,13 @@ func readFixture(t *testing.T, path string) []fixtureBatch {
 	return out
 }
 
+// fixturePath returns a real broker file (testdata/kafka-real, or the extra
+// corpus: the test is skipped when that is absent).
 func fixturePath(t *testing.T, rel string) string {
 	t.Helper()
-	p := filepath.Join(fixturesDir, rel)
+	p := testutil.KafkaFixture(t, rel)
 	_, err := os.Stat(p)
-	require.NoError(t, err, "fixture %s missing: shared/ must sit next to the repo", p)
+	require.NoError(t, err, "fixture %s missing", p)
 	return p
 }
 
@@ -66,43 +69,70 @@ func fixturePath(t *testing.T, rel string) string {
 // real broker fixtures: every batch verifies and decodes, offsets increase,
 // and re-encoding the records with the batch's header reproduces them.
 func TestFixturesAllLogs(t *testing.T) {
-	root := fixturePath(t, ".")
-	files := 0
-	batches := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if !strings.HasSuffix(path, ".log") && d.Name() != "bootstrap.checkpoint" {
-			return nil
-		}
-		files++
-		t.Run(strings.TrimPrefix(path, root), func(t *testing.T) {
-			last := int64(-1)
-			for _, fb := range readFixture(t, path) {
-				batches++
-				assert.Greater(t, fb.LastOffset(), last, "offsets increase at %d", fb.Pos)
-				last = fb.LastOffset()
-				for i, r := range fb.Recs {
-					assert.GreaterOrEqual(t, r.Offset, fb.BaseOffset)
-					assert.LessOrEqual(t, r.Offset, fb.LastOffset())
-					if i > 0 {
-						assert.Greater(t, r.Offset, fb.Recs[i-1].Offset)
-					}
-					if fb.LogAppendTime() {
-						assert.Equal(t, fb.MaxTimestamp, r.Timestamp)
-					}
-				}
-				if fb.Magic == 2 {
-					reencodeMatches(t, &fb.Batch, fb.Recs)
-				}
-			}
-		})
-		return nil
+	files := fixtureFiles(t, func(name string) bool {
+		return strings.HasSuffix(name, ".log") || name == "bootstrap.checkpoint"
 	})
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, files, 100)
-	t.Logf("%d files, %d batches", files, batches)
+	batches := 0
+	for _, f := range files {
+		t.Run(f.name, func(t *testing.T) {
+			batches += checkFixtureLog(t, f.path)
+		})
+	}
+	// testdata/kafka-real alone holds 71 such files; the extra corpus 61 more.
+	assert.GreaterOrEqual(t, len(files), 71)
+	t.Logf("%d files, %d batches", len(files), batches)
+}
+
+// fixtureFile is one file of the real broker fixtures.
+type fixtureFile struct{ name, path string }
+
+// fixtureFiles lists the files whose base name passes keep, in every
+// fixture set present (testutil.KafkaFixtureRoots), sorted by name.
+func fixtureFiles(t *testing.T, keep func(name string) bool) []fixtureFile {
+	t.Helper()
+	var out []fixtureFile
+	roots := testutil.KafkaFixtureRoots(t)
+	for _, set := range slices.Sorted(maps.Keys(roots)) {
+		root := roots[set]
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !keep(d.Name()) {
+				return err
+			}
+			out = append(out, fixtureFile{name: set + strings.TrimPrefix(path, root), path: path})
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	return out
+}
+
+// checkFixtureLog reads every batch of one file and checks offsets rise,
+// records sit inside their batch, LogAppendTime records read the batch's
+// maxTimestamp, and v2 batches re-encode to the same records. It returns
+// the number of batches.
+func checkFixtureLog(t *testing.T, path string) int {
+	t.Helper()
+	n := 0
+	last := int64(-1)
+	for _, fb := range readFixture(t, path) {
+		n++
+		assert.Greater(t, fb.LastOffset(), last, "offsets increase at %d", fb.Pos)
+		last = fb.LastOffset()
+		for i, r := range fb.Recs {
+			assert.GreaterOrEqual(t, r.Offset, fb.BaseOffset)
+			assert.LessOrEqual(t, r.Offset, fb.LastOffset())
+			if i > 0 {
+				assert.Greater(t, r.Offset, fb.Recs[i-1].Offset)
+			}
+			if fb.LogAppendTime() {
+				assert.Equal(t, fb.MaxTimestamp, r.Timestamp)
+			}
+		}
+		if fb.Magic == 2 {
+			reencodeMatches(t, &fb.Batch, fb.Recs)
+		}
+	}
+	return n
 }
 
 // reencodeMatches re-encodes recs with b's header fields and checks the

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite testdata/seeds from the encoder")
@@ -99,7 +101,7 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		"cp76-kafka36-lz4-rjmfernandes/data/_confluent-command-0/00000000000000000000.log",
 		"kafka41-kraft-nomanazeem/kafka-logs/bootstrap.checkpoint",
 	} {
-		if data, err := os.ReadFile(filepath.Join(fixturesDir, rel)); err == nil {
+		if data, ok := testutil.KafkaFixtureFile(f, rel); ok {
 			seeds = append(seeds, data)
 		}
 	}
