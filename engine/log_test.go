@@ -201,23 +201,28 @@ func TestAppendBatch(t *testing.T) {
 	assert.Equal(t, int32(0), b.PartitionLeaderEpoch)
 }
 
+// txnSpec is the spec of a transactional batch of producer pid.
+func txnSpec(pid int64) record.BatchSpec {
+	s := plainSpec()
+	s.ProducerID, s.ProducerEpoch, s.BaseSequence, s.Transactional = pid, 0, 0, true
+	return s
+}
+
+// txnMarker encodes a control batch of producer pid (typ 0 ABORT, 1 COMMIT).
+func txnMarker(t testing.TB, pid int64, typ int16) []byte {
+	raw, err := record.EncodeControlBatch(nil, txnSpec(pid), 0, 1, typ, 0)
+	require.NoError(t, err)
+	return raw
+}
+
 // TestTransactions: ABORT markers append txn index entries with the first
 // offset of the producer's open transaction; COMMIT markers do not.
 func TestTransactions(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig()
 	p := openTest(t, fs, "/d/t-0", cfg)
-	txn := func(pid int64) record.BatchSpec {
-		s := plainSpec()
-		s.ProducerID, s.ProducerEpoch, s.BaseSequence, s.Transactional = pid, 0, 0, true
-		return s
-	}
-	marker := func(pid int64, typ int16) []byte {
-		s := txn(pid)
-		raw, err := record.EncodeControlBatch(nil, s, 0, 1, typ, 0)
-		require.NoError(t, err)
-		return raw
-	}
+	txn := txnSpec
+	marker := func(pid int64, typ int16) []byte { return txnMarker(t, pid, typ) }
 	app := func(raw []byte) int64 {
 		first, _, err := p.AppendBatch(raw)
 		require.NoError(t, err)

@@ -23,12 +23,15 @@ import (
 //  2. the remaining *.log.swap segments replace every non-swap segment file
 //     whose base lies in [min swap base, max swap next offset); the .swap
 //     suffix is then stripped;
-//  3. index files without a .log are deleted;
+//  3. index files without a .log are deleted, and so are the .log.repairing
+//     files of an interrupted salvage;
 //  4. unless the previous shutdown was clean, every segment from the one
 //     holding the recovery point on is scanned: each batch is checked (CRC,
-//     length within the file, offsets increasing), the .log is truncated at
-//     the first invalid byte, the indexes (and the txn index) are rebuilt,
-//     and every later segment is deleted once one was truncated;
+//     length within the file, offsets increasing) and the indexes (and the
+//     txn index) are rebuilt. Unlike Kafka, which truncates at the first
+//     invalid byte and deletes every later segment, a damaged segment is
+//     salvaged (recoversalvage.go): only its damaged byte ranges are moved
+//     aside, every intact batch and every other segment stays;
 //  5. a missing or insane index of another segment is rebuilt when first used.
 //
 // A read-only partition does all of this in memory: it never renames,
@@ -86,7 +89,7 @@ func (p *Partition) load() error {
 	}
 	p.publish(segs)
 	if len(segs) > 0 && !p.opts.CleanShutdown {
-		if err := p.recoverLog(cfg); err != nil {
+		if err := p.recoverLog(); err != nil {
 			return err
 		}
 	}
@@ -177,6 +180,10 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 			minCleaned = min(minCleaned, base)
 		case strings.HasSuffix(ext, swapSuffix):
 			swaps = append(swaps, f)
+		case ext == "log"+RepairingSuffix:
+			// An interrupted salvage: the .log beside it is unchanged.
+			p.logger.Info("engine: deleting the leftover of an interrupted salvage", "file", f.name)
+			p.remove(f.name)
 		default:
 			if isSegmentKind(ext) {
 				normal = append(normal, f)
@@ -352,7 +359,7 @@ func (p *Partition) openSegments(files map[int64]*segFiles, cfg *Config) ([]*Seg
 }
 
 // recoverLog scans the segments from the one holding the recovery point on.
-func (p *Partition) recoverLog(cfg *Config) error {
+func (p *Partition) recoverLog() error {
 	segs := p.list()
 	rp := max(p.opts.RecoveryPoint, 0)
 	start := 0
@@ -367,41 +374,16 @@ func (p *Partition) recoverLog(cfg *Config) error {
 	for i := start; i < len(segs); i++ {
 		s := segs[i]
 		active := i == len(segs)-1
-		s.mu.Lock()
-		res, err := s.rebuildLocked(active, prod)
-		s.mu.Unlock()
+		lim := ScanLimits{Base: s.base, Limit: math.MaxInt64}
+		if !active {
+			lim.Limit, lim.HasNext = segs[i+1].base, true
+		}
+		res, err := p.recoverSegment(s, active, lim, prod)
 		if err != nil {
 			return fmt.Errorf("engine: recover %s: %w", s.LogPath(), err)
 		}
 		bytes += res.valid
 		s.syncedSize.Store(-1) // may hold bytes that only reached the page cache
-		if res.valid < res.end {
-			p.logger.Warn("engine: truncating invalid data at the end of a segment",
-				"segment", s.LogPath(), "position", res.valid, "size", res.end, "reason", res.cause)
-			if !p.opts.ReadOnly {
-				if err := s.truncateLogLocked(res.valid); err != nil {
-					return fmt.Errorf("engine: truncate %s: %w", s.LogPath(), err)
-				}
-			}
-			s.size.Store(res.valid)
-			if !active {
-				// Kafka deletes every later segment once one was truncated.
-				for _, later := range segs[i+1:] {
-					p.logger.Warn("engine: deleting segment after a truncated one", "segment", later.LogPath())
-					p.removeSegmentFiles(later)
-					later.Release()
-				}
-				// The truncated segment becomes the active one again.
-				s.mu.Lock()
-				err := s.reopenWritableLocked()
-				s.mu.Unlock()
-				if err != nil {
-					return err
-				}
-				p.publish(append([]*Segment(nil), segs[:i+1]...))
-				break
-			}
-		}
 		if n := i - start + 1; n%progressSegments == 0 || time.Since(lastLog) > progressInterval {
 			lastLog = time.Now()
 			p.logger.Info("engine: recovering partition", "segments", n, "of", len(segs)-start,

@@ -229,20 +229,6 @@ func TestRecoveryDamage(t *testing.T) {
 			})
 			return batches*10 - 10
 		}},
-		{"flipped bit in a middle segment drops the later ones", false, func(t *testing.T, fs vfs.FS, dir string) int64 {
-			logs := segmentLogs(t, fs, dir)
-			mid := logs[1]
-			base, _, _ := parseSegmentName(filepath.Base(mid))
-			modifyFile(t, fs, mid, func(f vfs.File, _ int64) {
-				b := make([]byte, 1)
-				_, err := f.ReadAt(b, 70)
-				require.NoError(t, err)
-				b[0] ^= 0x01
-				_, err = f.WriteAt(b, 70)
-				require.NoError(t, err)
-			})
-			return base // the first batch of the segment is damaged
-		}},
 		{"deleted .index", true, func(t *testing.T, fs vfs.FS, dir string) int64 {
 			logs := segmentLogs(t, fs, dir)
 			require.NoError(t, fs.Remove(strings.TrimSuffix(logs[0], ".log")+".index"))

@@ -115,7 +115,7 @@ func (r CheckReport) Problems() []Problem {
 //     the directory are warnings (a copied subset of a broker's log.dirs);
 //   - leftovers: a .swap file (interrupted compaction swap) is a problem,
 //     .cleaned files (abandoned cleaner output) and .deleted files (pending
-//     deletion) are warnings, and so are the .damaged- files a repair wrote.
+//     deletion) are warnings, and so are the .damaged- files a salvage wrote.
 //
 // It prints a line per partition, totals and, when there are problems, what
 // a repair would do (Repair: does it) to w. dir may also be a single
@@ -357,10 +357,10 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 				c.warn(path, -1, "leftover cleaner output (removed on the next open)")
 			case strings.HasSuffix(suffix, ".deleted"):
 				c.warn(path, -1, "segment file pending deletion")
-			case strings.HasPrefix(suffix, "log"+damagedInfix):
-				c.warn(path, -1, "damaged bytes check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
-			case suffix == "log"+repairingSuffix:
-				c.warn(path, -1, "leftover of an interrupted check --repair (the .log beside it is unchanged; run check --repair again)")
+			case strings.HasPrefix(suffix, "log"+engine.DamagedInfix):
+				c.warn(path, -1, "damaged bytes crash recovery or check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
+			case suffix == "log"+engine.RepairingSuffix:
+				c.warn(path, -1, "leftover of an interrupted salvage (the .log beside it is unchanged; the next open deletes it)")
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -21,23 +20,13 @@ import (
 //
 //  1. settles an interrupted compaction swap the way recovery does (the
 //     engine completes or rolls it back), then checks the partition again;
-//  2. scans each .log with a problem (planSegment) and moves every damaged
-//     byte range to <segment>.log.damaged-<pos>-<end> beside it, byte for
-//     byte (positions are those of the original file). Kafka's loader and
-//     topicfs only load names ending in .log/.index/.timeindex/.txnindex
-//     (and .deleted/.cleaned/.swap), so both ignore these files;
-//  3. rewrites the .log with the intact batches only, unchanged and in
-//     order (through <segment>.log.repairing, renamed over the .log once
-//     durable), or truncates it when the damage is a tail. Offsets are kept,
-//     so the damaged range leaves a gap, as compaction does;
+//  2. scans each .log with a problem (engine.PlanLogFile: the scanner crash
+//     recovery uses too) and moves every damaged byte range to
+//     <segment>.log.damaged-<pos>-<end> beside it, byte for byte;
+//  3. rewrites the .log with the intact batches only, or truncates it when
+//     the damage is a tail (engine.ApplySegmentPlan, as recovery does);
 //  4. rebuilds the indexes of the segments it rewrote and of those whose
 //     indexes had problems, and only those.
-
-// Names of the files a repair writes beside a segment.
-const (
-	damagedInfix    = ".damaged-"  // <base>.log.damaged-<pos>-<end>
-	repairingSuffix = ".repairing" // <base>.log.repairing while it is written
-)
 
 // ErrNotDataDir is returned by Check for a directory that is neither a data
 // directory nor a partition directory.
@@ -92,7 +81,7 @@ type PartitionPlan struct {
 	// back first (the segments below may change with it).
 	SettleSwaps bool
 	// Segments are the .log files with damaged ranges.
-	Segments []SegmentPlan
+	Segments []engine.SegmentPlan
 	// Rebuild lists the .log files whose indexes are rebuilt.
 	Rebuild []string
 }
@@ -144,11 +133,11 @@ func planPartition(fsys vfs.FS, p *PartitionReport) (PartitionPlan, error) {
 		if !named[l.path] && (i+1 == len(logs) || !named[logs[i+1].path]) {
 			continue
 		}
-		lim := scanLimits{base: l.base, limit: math.MaxInt64}
+		lim := engine.ScanLimits{Base: l.base, Limit: math.MaxInt64}
 		if i+1 < len(logs) {
-			lim.limit, lim.hasNext = logs[i+1].base, true
+			lim.Limit, lim.HasNext = logs[i+1].base, true
 		}
-		sp, err := planLogFile(fsys, l.path, lim)
+		sp, err := engine.PlanLogFile(fsys, l.path, lim)
 		if err != nil {
 			return pl, err
 		}
@@ -186,73 +175,6 @@ func segmentLogs(fsys vfs.FS, dir string) ([]logFile, error) {
 	return out, nil
 }
 
-func planLogFile(fsys vfs.FS, path string, lim scanLimits) (SegmentPlan, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return SegmentPlan{}, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return SegmentPlan{}, err
-	}
-	sp, err := planSegment(f, size, lim)
-	if err != nil {
-		return sp, fmt.Errorf("%s: %w", path, err)
-	}
-	sp.Path = path
-	for i := range sp.Damaged {
-		if sp.Damaged[i].Aside, err = chooseAside(fsys, f, path, sp.Damaged[i]); err != nil {
-			return sp, err
-		}
-	}
-	return sp, nil
-}
-
-// asidePath names the file a damaged range of log moves to: the plan's
-// choice, or <log>.damaged-<pos>-<end> when there is none.
-func asidePath(log string, r DamagedRange) string {
-	if r.Aside != "" {
-		return r.Aside
-	}
-	return fmt.Sprintf("%s%s%d-%d", log, damagedInfix, r.Pos, r.End)
-}
-
-// chooseAside picks the aside file of a damaged range of src (the .log at
-// log): the plain name, unless a file of that name holds other bytes (from an
-// earlier repair of the rewritten segment), then the first free one of
-// name.2, name.3, ... A file already holding exactly these bytes is reused,
-// so a repair run again after an interruption writes the same files.
-func chooseAside(fsys vfs.FS, src vfs.File, log string, r DamagedRange) (string, error) {
-	plain := asidePath(log, DamagedRange{Pos: r.Pos, End: r.End})
-	var want []byte
-	for i := 1; ; i++ {
-		name := plain
-		if i > 1 {
-			name = fmt.Sprintf("%s.%d", plain, i)
-		}
-		have, err := readAll(fsys, name)
-		if errors.Is(err, os.ErrNotExist) {
-			return name, nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if int64(len(have)) != r.End-r.Pos {
-			continue
-		}
-		if want == nil {
-			want = make([]byte, r.End-r.Pos)
-			if _, err := src.ReadAt(want, r.Pos); err != nil && !errors.Is(err, io.EOF) {
-				return "", err
-			}
-		}
-		if bytes.Equal(have, want) {
-			return name, nil
-		}
-	}
-}
-
 // printPlan says what check --repair would do.
 func printPlan(w io.Writer, plans []PartitionPlan) {
 	fmt.Fprintln(w, "check --repair would:")
@@ -281,14 +203,14 @@ func describePlan(w io.Writer, pl *PartitionPlan, prefix, verb string) {
 	for _, sp := range pl.Segments {
 		for _, r := range sp.Damaged {
 			fmt.Fprintf(w, "%s%s: %s bytes %d..%d (%d bytes) of %s to %s; %s\n", prefix, pl.Name, past("move", "moved"),
-				r.Pos, r.End, r.End-r.Pos, filepath.Base(sp.Path), filepath.Base(asidePath(sp.Path, r)), lostOffsets(r))
+				r.Pos, r.End, r.End-r.Pos, filepath.Base(sp.Path), filepath.Base(engine.AsidePath(sp.Path, r)), r.LostOffsets())
 			for _, d := range r.Dropped {
 				fmt.Fprintf(w, "%s  with it the batch at position %d (offsets %d..%d): its CRC verifies but its offsets conflict with the batch at position %d, and the base offset field is outside the CRC\n",
 					prefix, d.Pos, d.Base, d.Last, d.ConflictPos)
 			}
 		}
 		how := "rewrite"
-		if len(sp.Damaged) == 1 && sp.Damaged[0].End == sp.Size {
+		if sp.Truncates() {
 			how = "truncate"
 		}
 		fmt.Fprintf(w, "%s%s: %s %s to its %d intact batches (%d records), each at its offsets\n", prefix, pl.Name,
@@ -298,19 +220,6 @@ func describePlan(w io.Writer, pl *PartitionPlan, prefix, verb string) {
 		fmt.Fprintf(w, "%s%s: %s the indexes of %s\n", prefix, pl.Name, past("rebuild", "rebuilt"), filepath.Base(l))
 	}
 	fmt.Fprintf(w, "%s%s: %s no other segment\n", prefix, pl.Name, past("touch", "touched"))
-}
-
-// lostOffsets says which offsets a damaged range held.
-func lostOffsets(r DamagedRange) string {
-	switch {
-	case r.NextBase < 0:
-		return fmt.Sprintf("the log ends after intact offset %d (the bytes held no intact batch)", r.PrevLast)
-	case r.NextBase == r.PrevLast+1:
-		return fmt.Sprintf("no offset lost (intact offsets %d and %d are consecutive)", r.PrevLast, r.NextBase)
-	case r.NextBase == r.PrevLast+2:
-		return fmt.Sprintf("offset %d lost, between intact offsets %d and %d", r.PrevLast+1, r.PrevLast, r.NextBase)
-	}
-	return fmt.Sprintf("offsets %d..%d lost, between intact offsets %d and %d", r.PrevLast+1, r.NextBase-1, r.PrevLast, r.NextBase)
 }
 
 // topicConfig is the config a repair opens a partition with: defaults plus
@@ -428,7 +337,7 @@ func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
 		}
 	}
 	for _, sp := range pl.Segments {
-		if err := applySegmentPlan(env.fsys, sp); err != nil {
+		if err := engine.ApplySegmentPlan(env.fsys, sp); err != nil {
 			return true, err
 		}
 	}
@@ -472,67 +381,4 @@ func (env *repairEnv) open(p *PartitionReport, rebuild []string) error {
 	}
 	snap.Release()
 	return errors.Join(append(errs, part.Close())...)
-}
-
-// applySegmentPlan moves the damaged ranges of a .log aside and leaves the
-// .log with its intact batches only. Each step is durable before the next,
-// so an interrupted repair leaves the original .log (and aside files
-// identical to the ones a second run writes) or the finished one.
-func applySegmentPlan(fsys vfs.FS, sp SegmentPlan) error {
-	src, err := fsys.OpenFile(sp.Path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dir := filepath.Dir(sp.Path)
-	for _, r := range sp.Damaged {
-		if err := copyRange(fsys, src, asidePath(sp.Path, r), []span{{r.Pos, r.End}}); err != nil {
-			return err
-		}
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return err
-	}
-	if len(sp.Damaged) == 1 && sp.Damaged[0].End == sp.Size {
-		if err := src.Truncate(sp.Damaged[0].Pos); err != nil {
-			return err
-		}
-		return src.Sync()
-	}
-	tmp := sp.Path + repairingSuffix
-	if err := copyRange(fsys, src, tmp, sp.kept); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, sp.Path); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
-}
-
-// copyRange writes the spans of src, in order, to a new file dst and syncs it.
-func copyRange(fsys vfs.FS, src vfs.File, dst string, spans []span) error {
-	out, err := fsys.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	for _, s := range spans {
-		for pos := s.pos; pos < s.end; {
-			n := int(min(int64(len(buf)), s.end-pos))
-			if _, err := src.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
-				out.Close()
-				return err
-			}
-			if _, err := out.Write(buf[:n]); err != nil {
-				out.Close()
-				return err
-			}
-			pos += int64(n)
-		}
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

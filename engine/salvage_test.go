@@ -1,4 +1,4 @@
-package tools
+package engine
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
+	"github.com/topicfs/topicfs/internal/testutil"
 )
 
 // scanBase is the base offset of the segments these tests build; the next
@@ -56,11 +57,11 @@ func buildSegment(t testing.TB, n int) ([]byte, []builtBatch) {
 
 func planBytes(t testing.TB, data []byte, hasNext bool) SegmentPlan {
 	t.Helper()
-	lim := scanLimits{base: scanBase, limit: 1 << 62}
+	lim := ScanLimits{Base: scanBase, Limit: 1 << 62}
 	if hasNext {
-		lim.limit, lim.hasNext = scanNext, true
+		lim.Limit, lim.HasNext = scanNext, true
 	}
-	plan, err := planSegment(bytes.NewReader(data), int64(len(data)), lim)
+	plan, err := PlanSegment(bytes.NewReader(data), int64(len(data)), lim)
 	require.NoError(t, err)
 	return plan
 }
@@ -69,11 +70,11 @@ func planBytes(t testing.TB, data []byte, hasNext bool) SegmentPlan {
 func keptBatches(t testing.TB, data []byte, p SegmentPlan) []scanBatch {
 	t.Helper()
 	var out []scanBatch
-	for _, sp := range p.kept {
-		for pos := sp.pos; pos < sp.end; {
-			require.LessOrEqual(t, pos+12, sp.end)
+	for _, sp := range p.Kept {
+		for pos := sp.Pos; pos < sp.End; {
+			require.LessOrEqual(t, pos+12, sp.End)
 			size := 12 + int64(binary.BigEndian.Uint32(data[pos+8:]))
-			require.LessOrEqual(t, pos+size, sp.end, "kept spans hold whole batches")
+			require.LessOrEqual(t, pos+size, sp.End, "kept spans hold whole batches")
 			b, err := record.Parse(data[pos : pos+size])
 			require.NoError(t, err)
 			require.NoError(t, b.Verify())
@@ -202,8 +203,8 @@ func requirePlanInvariants(t testing.TB, orig, data []byte, bs []builtBatch, pla
 	}
 	var pieces []piece
 	kept := keptBatches(t, data, plan)
-	for _, k := range plan.kept {
-		pieces = append(pieces, piece{k.pos, k.end, true})
+	for _, k := range plan.Kept {
+		pieces = append(pieces, piece{k.Pos, k.End, true})
 	}
 	for _, r := range plan.Damaged {
 		require.Less(t, r.Pos, r.End)
@@ -265,14 +266,14 @@ func requirePlanInvariants(t testing.TB, orig, data []byte, bs []builtBatch, pla
 	if len(plan.Damaged) == 0 {
 		return
 	}
-	require.NoError(t, applySegmentPlan(mem, plan))
-	fixed, err := readAll(mem, plan.Path)
+	require.NoError(t, ApplySegmentPlan(mem, plan))
+	fixed, err := vfs.ReadFile(mem, plan.Path)
 	require.NoError(t, err)
 	again := planBytes(t, fixed, hasNext)
 	assert.Empty(t, again.Damaged, "the repaired .log scans clean")
 	assert.Equal(t, plan.KeptRecords, again.KeptRecords)
 	for _, r := range plan.Damaged {
-		moved, err := readAll(mem, asidePath(plan.Path, r))
+		moved, err := vfs.ReadFile(mem, AsidePath(plan.Path, r))
 		require.NoError(t, err)
 		require.Equal(t, data[r.Pos:r.End], moved, "aside file of %d..%d", r.Pos, r.End)
 	}
@@ -316,7 +317,7 @@ func TestPlanSegmentLegacyMessages(t *testing.T) {
 		"kafka-go-fetch-v1v2-gzip-segmentio/extracted/v1c-v1-v1c/00000000000000000000.log",
 		"kafka0110-zk-sharaweil/data/test0-0/00000000000000000000.log",
 	} {
-		orig, err := os.ReadFile(fixture(t, p))
+		orig, err := os.ReadFile(testutil.KafkaFixture(t, p))
 		require.NoError(t, err)
 		var bs []builtBatch
 		for pos := int64(0); pos < int64(len(orig)); {
@@ -331,7 +332,7 @@ func TestPlanSegmentLegacyMessages(t *testing.T) {
 		mid := len(bs) / 2
 		data := slices.Clone(orig)
 		data[bs[mid].pos+bs[mid].size-2] ^= 0x20
-		plan, err := planSegment(bytes.NewReader(data), int64(len(data)), scanLimits{base: 0, limit: 1 << 62})
+		plan, err := PlanSegment(bytes.NewReader(data), int64(len(data)), ScanLimits{Base: 0, Limit: 1 << 62})
 		require.NoError(t, err)
 		assert.Equal(t, allBut(bs, mid), keptPositions(t, data, plan), p)
 		require.Len(t, plan.Damaged, 1, p)

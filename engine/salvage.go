@@ -1,4 +1,4 @@
-package tools
+package engine
 
 import (
 	"cmp"
@@ -12,8 +12,8 @@ import (
 	"github.com/topicfs/topicfs/engine/record"
 )
 
-// The repair scanner (check --repair, and check's plan of it) finds every
-// intact batch of a damaged .log file, not only those before the first
+// The salvage scanner (used by crash recovery, by check --repair and by
+// check's plan of it) finds every intact batch of a damaged .log file, not only those before the first
 // damage: after a batch that fails, it scans forward byte by byte for the
 // next position where a batch header is plausible (a known magic, a length
 // that fits, offsets inside the segment) and the whole batch passes its
@@ -27,6 +27,8 @@ import (
 // batches' offsets, then which one continues the offsets of its neighbours)
 // and moves the other aside; when nothing tells them apart both are moved
 // aside. Either way the dropped batch is named in the plan.
+//
+// ApplySegmentPlan (salvageapply.go) carries a plan out.
 
 // scanBatch is one batch the scanner found intact.
 type scanBatch struct {
@@ -35,7 +37,7 @@ type scanBatch struct {
 	Records    int64
 }
 
-// DroppedBatch is a batch whose CRC verifies but which a repair moves aside
+// DroppedBatch is a batch whose CRC verifies but which a salvage moves aside
 // because its offsets conflict with the batch at ConflictPos (one of the two
 // has a damaged base offset, which the CRC does not cover).
 type DroppedBatch struct {
@@ -43,7 +45,7 @@ type DroppedBatch struct {
 	ConflictPos           int64
 }
 
-// DamagedRange is a byte range of a .log file that holds no batch a repair
+// DamagedRange is a byte range of a .log file that holds no batch a salvage
 // keeps. PrevLast is the last offset kept before it (the segment's base - 1
 // at the start); NextBase is the first offset kept after it (-1 when
 // nothing follows in the partition).
@@ -51,30 +53,40 @@ type DamagedRange struct {
 	Pos, End           int64
 	PrevLast, NextBase int64
 	Dropped            []DroppedBatch
-	// Aside is the file the bytes move to (chosen by planPartition).
+	// Aside is the file the bytes move to (chosen by PlanLogFile; "" is
+	// AsidePath's plain name).
 	Aside string
+	// Discard: the bytes are dropped, not moved aside (recovery sets it for
+	// an all-zero tail: space a file system extended but never wrote).
+	Discard bool
 }
 
-// SegmentPlan is what the repair scanner found in one .log file.
+// SegmentPlan is what the salvage scanner found in one .log file.
 type SegmentPlan struct {
 	Path                     string
 	Base, Size               int64
 	KeptBatches, KeptRecords int64
 	Damaged                  []DamagedRange
-	// kept are the byte ranges of kept batches, merged where adjacent:
+	// Kept are the byte ranges of kept batches, merged where adjacent:
 	// the complement of Damaged.
-	kept []span
+	Kept []Span
 }
 
-// span is a byte range [pos, end) of a file.
-type span struct{ pos, end int64 }
+// Truncates reports whether the plan only cuts the file's tail: one
+// damaged range, up to the end.
+func (p *SegmentPlan) Truncates() bool {
+	return len(p.Damaged) == 1 && p.Damaged[0].End == p.Size
+}
 
-// scanLimits bounds the offsets of a segment's batches: at least base, at
-// most base + MaxInt32 (a relative offset must fit an int32) and below
-// limit, the next segment's base (math.MaxInt64 for the last segment).
-type scanLimits struct {
-	base, limit int64
-	hasNext     bool // limit is the next segment's base
+// Span is a byte range [Pos, End) of a file.
+type Span struct{ Pos, End int64 }
+
+// ScanLimits bounds the offsets of a segment's batches: at least Base, at
+// most Base + MaxInt32 (a relative offset must fit an int32) and below
+// Limit, the next segment's base (math.MaxInt64 for the last segment).
+type ScanLimits struct {
+	Base, Limit int64
+	HasNext     bool // Limit is the next segment's base
 }
 
 // scanLookahead is how many following batches vote when two verified
@@ -84,18 +96,18 @@ const scanLookahead = 8
 type segScanner struct {
 	r    io.ReaderAt
 	size int64
-	lim  scanLimits
+	lim  ScanLimits
 	buf  []byte
 	recs []record.Record
 }
 
-// planSegment scans the .log held by r (size bytes) and returns what a
-// repair keeps and moves aside. The error is an I/O error only. Memory is
+// PlanSegment scans the .log held by r (size bytes) and returns what a
+// salvage keeps and moves aside. The error is an I/O error only. Memory is
 // bounded by the lookahead and the number of damaged ranges, not by the
 // number of batches.
-func planSegment(r io.ReaderAt, size int64, lim scanLimits) (SegmentPlan, error) {
+func PlanSegment(r io.ReaderAt, size int64, lim ScanLimits) (SegmentPlan, error) {
 	sc := &segScanner{r: r, size: size, lim: lim}
-	pl := &planner{lim: lim, plan: SegmentPlan{Base: lim.base, Size: size}, prevLast: lim.base - 1}
+	pl := &planner{lim: lim, plan: SegmentPlan{Base: lim.Base, Size: size}, prevLast: lim.Base - 1}
 	for pos := int64(0); pos < size; {
 		b, ok, err := sc.accept(pos)
 		if err != nil {
@@ -113,7 +125,7 @@ func planSegment(r io.ReaderAt, size int64, lim scanLimits) (SegmentPlan, error)
 	return pl.finish(), nil
 }
 
-// accept reads the batch at pos and reports whether a repair may keep it
+// accept reads the batch at pos and reports whether a salvage may keep it
 // (ignoring its order relative to other batches).
 func (sc *segScanner) accept(pos int64) (scanBatch, bool, error) {
 	b, err := record.ReadAt(sc.r, pos, sc.size, sc.buf)
@@ -136,7 +148,7 @@ func (sc *segScanner) accept(pos int64) (scanBatch, bool, error) {
 		base = sc.recs[0].Offset
 	}
 	lim := sc.lim
-	if base < lim.base || last < base || last >= lim.limit || last-lim.base > math.MaxInt32 {
+	if base < lim.Base || last < base || last >= lim.Limit || last-lim.Base > math.MaxInt32 {
 		return scanBatch{}, false, nil
 	}
 	prev := base - 1
@@ -195,7 +207,7 @@ func (sc *segScanner) plausible(h []byte, pos int64) bool {
 	length := int64(int32(be.Uint32(h[8:])))
 	off := int64(be.Uint64(h))
 	magic := h[16]
-	if magic > 2 || length < 14 || pos+12+length > sc.size || off < sc.lim.base || off >= sc.lim.limit {
+	if magic > 2 || length < 14 || pos+12+length > sc.size || off < sc.lim.Base || off >= sc.lim.Limit {
 		return false
 	}
 	if magic < 2 {
@@ -211,7 +223,7 @@ func (sc *segScanner) plausible(h []byte, pos int64) bool {
 	seq := int32(be.Uint32(h[53:]))
 	count := int32(be.Uint32(h[57:]))
 	return attrs&0xff80 == 0 && attrs&7 <= 4 && // unused bits zero, a known codec
-		delta >= 0 && off+int64(delta) < sc.lim.limit &&
+		delta >= 0 && off+int64(delta) < sc.lim.Limit &&
 		count >= 0 && int64(count) <= int64(delta)+1 &&
 		producerID >= -1 && epoch >= -1 && seq >= -1
 }
@@ -251,14 +263,14 @@ const (
 	dropBoth
 )
 
-// planner chooses, among the accepted batches in file order, those a repair
+// planner chooses, among the accepted batches in file order, those a salvage
 // keeps: strictly increasing offsets. A batch is decided once the
 // scanLookahead batches after it are known; a new batch can only displace
 // the last kept one (decideConflict keeps the old one when the new one
 // overlaps two), so only the last two kept batches are still open; older ones
 // are final and only their byte ranges are kept.
 type planner struct {
-	lim      scanLimits
+	lim      ScanLimits
 	plan     SegmentPlan
 	pending  []scanBatch // accepted, not decided yet
 	open     []scanBatch // kept, at most two, not final
@@ -281,8 +293,8 @@ func (p *planner) decide() {
 	nextBase := int64(-1)
 	if len(ahead) > 0 {
 		nextBase = ahead[0].Base
-	} else if p.lim.hasNext {
-		nextBase = p.lim.limit
+	} else if p.lim.HasNext {
+		nextBase = p.lim.Limit
 	}
 	for {
 		n := len(p.open)
@@ -328,10 +340,10 @@ func (p *planner) final(b scanBatch) {
 	if b.Pos > p.pos {
 		p.plan.Damaged = append(p.plan.Damaged, DamagedRange{Pos: p.pos, End: b.Pos, PrevLast: p.prevLast, NextBase: b.Base})
 	}
-	if n := len(p.plan.kept); n > 0 && p.plan.kept[n-1].end == b.Pos {
-		p.plan.kept[n-1].end = b.Pos + b.Size
+	if n := len(p.plan.Kept); n > 0 && p.plan.Kept[n-1].End == b.Pos {
+		p.plan.Kept[n-1].End = b.Pos + b.Size
 	} else {
-		p.plan.kept = append(p.plan.kept, span{b.Pos, b.Pos + b.Size})
+		p.plan.Kept = append(p.plan.Kept, Span{b.Pos, b.Pos + b.Size})
 	}
 	p.pos, p.prevLast = b.Pos+b.Size, b.Last
 	p.plan.KeptBatches++
@@ -347,8 +359,8 @@ func (p *planner) finish() SegmentPlan {
 	}
 	if p.pos < p.plan.Size {
 		next := int64(-1)
-		if p.lim.hasNext {
-			next = p.lim.limit
+		if p.lim.HasNext {
+			next = p.lim.Limit
 		}
 		p.plan.Damaged = append(p.plan.Damaged, DamagedRange{Pos: p.pos, End: p.plan.Size, PrevLast: p.prevLast, NextBase: next})
 	}
