@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/rand"
@@ -264,4 +265,69 @@ func eventuallyEqual(t *testing.T, want string, get func() string) {
 	}
 	got := get()
 	require.True(t, got == want, "got %d bytes (%.40q...), want %d", len(got), got, len(want))
+}
+
+// shaLine returns "SIZE SHA256" of s, to compare large view contents
+// exactly without printing megabytes on a failure.
+func shaLine(s string) string {
+	return fmt.Sprintf("%d %x", len(s), sha256.Sum256([]byte(s)))
+}
+
+// TestNewUserBigLineSequences: a new-user trial's sequences that once
+// failed a read of TOPIC/0/records with EIO (a panic in the segment
+// index when a batch crossed the chunk a view loads): a line just under
+// max.message.bytes after a small one, a 2 MB line with a raised limit,
+// and a 70,000-byte line after a view was read once. cat shows every line.
+func TestNewUserBigLineSequences(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	cat := func(topic string) string { return shaLine(m.Sh(t, `cat $MNT/`+topic+`/0/records`)) }
+
+	m.Sh(t, `mkdir $MNT/t; echo a > $MNT/t/append`)
+	m.Sh(t, `python3 -c "import sys; sys.stdout.write('z'*1048505+'\n')" > $MNT/t/append`)
+	assert.Equal(t, shaLine("a\n"+strings.Repeat("z", 1048505)+"\n"), cat("t"))
+
+	m.Sh(t, `mkdir $MNT/t2; echo max.message.bytes=5000000 > $MNT/t2/config; echo a > $MNT/t2/append`)
+	m.Sh(t, `python3 -c "import sys; sys.stdout.write('y'*2000000+'\n')" > $MNT/t2/append`)
+	assert.Equal(t, shaLine("a\n"+strings.Repeat("y", 2000000)+"\n"), cat("t2"))
+
+	assert.Equal(t, "a\n", m.Sh(t, `mkdir $MNT/min; echo a > $MNT/min/append; cat $MNT/min/0/records`))
+	m.Sh(t, `printf '%070000d\n' 0 > $MNT/min/append`)
+	assert.Equal(t, shaLine("a\n"+strings.Repeat("0", 70000)+"\n"), cat("min"))
+	requireAlive(t, m)
+}
+
+// TestNewUserGrowingLinesTailFollow: lines of growing sizes (100 to
+// 200,000 bytes, 70,000 to 80,000, 300,000 to 310,000), each followed by a
+// cat, and tail -s 0.2 -f while three lines of 300-320 KB are appended:
+// every read shows exactly the lines appended so far.
+func TestNewUserGrowingLinesTailFollow(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	for _, sizes := range [][]int{
+		{100, 1000, 10000, 50000, 100000, 200000},
+		{70000, 72000, 75000, 80000},
+		{300000, 305000, 310000},
+	} {
+		topic := fmt.Sprintf("g%d", sizes[0])
+		m.Sh(t, `mkdir $MNT/`+topic)
+		want := ""
+		for _, n := range sizes {
+			m.Sh(t, fmt.Sprintf(`python3 -c "import sys; sys.stdout.write('q'*%d+'\n')" > $MNT/%s/append`, n, topic))
+			want += strings.Repeat("q", n) + "\n"
+			assert.Equal(t, shaLine(want), shaLine(m.Sh(t, `cat $MNT/`+topic+`/0/records`)), "%s after a line of %d", topic, n)
+		}
+	}
+
+	m.Sh(t, `mkdir $MNT/tf`)
+	tail := exec.Command("tail", "-s", "0.2", "-f", m.Path("tf", "0", "records"))
+	var tailOut syncBuf
+	tail.Stdout = &tailOut
+	require.NoError(t, tail.Start())
+	defer func() { _ = tail.Process.Kill(); _ = tail.Wait() }()
+	want := ""
+	for _, n := range []int{300000, 310000, 320000} {
+		m.Sh(t, fmt.Sprintf(`python3 -c "import sys; sys.stdout.write('w'*%d+'\n')" > $MNT/tf/append`, n))
+		want += strings.Repeat("w", n) + "\n"
+		eventuallyEqual(t, shaLine(want), func() string { return shaLine(tailOut.String()) })
+	}
+	requireAlive(t, m)
 }
