@@ -608,8 +608,19 @@ func (d *LogDir) CreateTopic(name string, partitions int) (*Topic, error) {
 func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra ...string) ([]*Partition, error) {
 	var made []string
 	undo := func() {
-		for _, dir := range made {
-			_ = d.fs.RemoveAll(dir)
+		for i, dir := range made {
+			// Renamed first, as DeleteTopic does: a rename needs no file
+			// descriptor, so even when the failure was EMFILE the topic's
+			// name is free at once; a -delete directory RemoveAll cannot
+			// list now is removed at the next open.
+			gone := filepath.Join(d.path, deleteDirName(topic, from+i))
+			if err := d.fs.Rename(dir, gone); err != nil {
+				d.log.Warn("renaming partition directory of a failed topic creation", "dir", dir, "err", err)
+				gone = dir
+			}
+			if err := d.fs.RemoveAll(gone); err != nil {
+				d.log.Warn("removing partition directory of a failed topic creation", "dir", gone, "err", err)
+			}
 		}
 		for _, f := range extra {
 			_ = d.fs.Remove(f)

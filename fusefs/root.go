@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -67,6 +68,13 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 		return nil, syscall.ENAMETOOLONG
 	}
 	if _, err := r.fsys.d.CreateTopic(name, 0); err != nil {
+		var sys syscall.Errno
+		if errors.As(err, &sys) {
+			// A system failure (EMFILE, ENOSPC, EIO, ...), not a refusal
+			// of the name: the operator needs to see it. The engine has
+			// removed whatever the attempt created.
+			r.fsys.log.Warn("fusefs: mkdir failed, no topic created", "topic", name, "errno", sys.Error(), "err", err)
+		}
 		return nil, r.fsys.errno("mkdir", err)
 	}
 	return r.topicChild(ctx, name, out), 0

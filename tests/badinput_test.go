@@ -516,3 +516,59 @@ func TestConfigDiskFull(t *testing.T) {
 	m.Remount()
 	assert.Contains(t, m.Sh(t, `cat $MNT/full/config`), "retention.ms=1234567\n", "persisted")
 }
+
+// TestMkdirTooManyOpenFilesRollsBack: a mkdir that fails with EMFILE part
+// way (a partition directory and log file made, an index not) once left a
+// half-made topic: mkdir said File exists, ls said No such file, rmdir
+// ENOENT, and the topic came back after a remount. The failed creation
+// now leaves nothing, logs a warning with the errno, and the same mkdir
+// succeeds once descriptors are free again.
+func TestMkdirTooManyOpenFilesRollsBack(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	pid := m.Cmd.Process.Pid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	require.NoError(t, err)
+	soft := strings.TrimSpace(m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile --output SOFT --noheadings`, pid)))
+	// A few descriptors more than the mount has open: some topics are
+	// made, then one mkdir runs out part way.
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%d:`, pid, len(fds)+12))
+	out, errOut, err := m.ShErr(`for i in $(seq 200); do mkdir $MNT/t$i || { echo $i; break; }; done`)
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%s:`, pid, soft))
+	require.NoError(t, err, errOut)
+	failed := "t" + strings.TrimSpace(out)
+	require.NotEqual(t, "t", failed, "a mkdir failed")
+	assert.Regexp(t, "mkdir: cannot create directory .+/"+failed+".: Too many open files", errOut)
+	assert.Contains(t, m.Stderr(), `msg="fusefs: mkdir failed, no topic created" topic=`+failed+` errno="too many open files"`)
+
+	// Nothing of the failed topic is left: not in the tree, not on disk.
+	_, errOut, err = m.ShErr(`ls $MNT/` + failed)
+	require.Error(t, err)
+	assert.Contains(t, errOut, "No such file or directory")
+	assert.NotContains(t, m.Sh(t, `ls $MNT`), failed+"\n")
+	// Its partition directory was renamed to Kafka's <topic>-0.<uuid>-delete
+	// (a rename needs no descriptor); what could not be removed for want of
+	// descriptors goes at the next open.
+	left := func() string {
+		dirs, err := filepath.Glob(filepath.Join(m.Data, failed+"-*"))
+		require.NoError(t, err)
+		out := ""
+		for _, d := range dirs {
+			if !strings.HasSuffix(d, "-delete") {
+				out += filepath.Base(d) + "\n"
+			}
+		}
+		return out
+	}
+	assert.Empty(t, left(), "no partition directory of the failed topic")
+
+	// The name is free: mkdir makes it, and it works.
+	assert.Equal(t, "x\n", m.Sh(t, `mkdir $MNT/`+failed+`; echo x > $MNT/`+failed+`/append; cat $MNT/`+failed+`/0/records`))
+	m.Remount()
+	assert.Equal(t, "x\n", m.Sh(t, `cat $MNT/`+failed+`/0/records`))
+	assert.Equal(t, failed+"-0\n", left())
+	eventuallyEqual(t, "1", func() string {
+		dirs, _ := filepath.Glob(filepath.Join(m.Data, failed+"-*"))
+		return strconv.Itoa(len(dirs))
+	})
+	requireAlive(t, m)
+}
