@@ -68,13 +68,14 @@ type jsonLine struct {
 //	{"key":…,"value":…,"headers":{…},"timestamp":…}
 //
 // key and value are strings (UTF-8 bytes, or base64 with
-// "key_encoding"/"value_encoding":"base64"), null, or any other JSON value,
-// which is taken as its JSON text. "value" is required: only an explicit
+// "key_encoding"/"value_encoding":"base64") or null; any other JSON value
+// is errParse (the views print it back as a string). "value" is required: only an explicit
 // "value":null is a tombstone, so a line that forgot its value ({} or
 // {"key":"k"}) is errParse rather than a record that deletes its key. An
 // absent key is null. headers is an object (order kept) or an array of
 // {"key","value"[,"key_encoding","value_encoding"]} objects; timestamp is
-// epoch ms or an RFC 3339 string, absent or null meaning now. "offset" is
+// epoch ms (>= 0; -1 means now) or an RFC 3339 string from 1970 on,
+// absent or null meaning now: Kafka refuses other negative timestamps. "offset" is
 // accepted and ignored; any other field is errParse (a typo must not turn a
 // record into a tombstone).
 func parseJSONLine(line []byte) (record.Record, error) {
@@ -187,10 +188,14 @@ func jsonBytes(raw json.RawMessage, encoding, what string) ([]byte, error) {
 	}
 	raw = bytes.TrimSpace(raw)
 	if raw[0] != '"' {
-		if encoding == "base64" {
-			return nil, fmt.Errorf("%w: base64 %s must be a string", errParse, what)
+		// A number, object or array is refused rather than stored as its
+		// JSON text: the JSON views print every value as a string, so
+		// {"value":1} would come back as "1" and not round-trip.
+		shown := raw
+		if len(shown) > 40 {
+			shown = shown[:40]
 		}
-		return append(make([]byte, 0, len(raw)), raw...), nil
+		return nil, fmt.Errorf("%w: %s must be a JSON string or null, not %s", errParse, what, shown)
 	}
 	s, err := jsonString(raw)
 	if err != nil {
@@ -220,11 +225,19 @@ func jsonTimestamp(raw json.RawMessage) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%w: timestamp %q is not RFC 3339", errParse, s)
 		}
-		return t.UnixMilli(), nil
+		if ms := t.UnixMilli(); ms >= 0 {
+			return ms, nil
+		}
+		return 0, fmt.Errorf("%w: timestamp %q is before 1970 (Kafka refuses negative timestamps)", errParse, s)
 	}
 	ts, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: timestamp %s is not an integer of milliseconds", errParse, raw)
+	}
+	if ts < -1 {
+		// Kafka's producer refuses these ("Invalid timestamp"); -1 is its
+		// "no timestamp", which the append stamps with the time it runs.
+		return 0, fmt.Errorf("%w: timestamp %d is negative (Kafka refuses it; -1 or no timestamp means now)", errParse, ts)
 	}
 	return ts, nil
 }

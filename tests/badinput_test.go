@@ -148,6 +148,10 @@ func TestBadInputThroughMount(t *testing.T) {
 		{name: "truncated json", script: `echo '{"value":' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
 		{name: "json array", script: `echo '["a","b"]' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
 		{name: "json wrong types", script: `echo '{"value":"v","timestamp":"noon"}' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
+		{name: "json number value", script: `echo '{"value":1}' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
+		{name: "json object key", script: `echo '{"key":{"a":1},"value":"v"}' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
+		{name: "json negative timestamp", script: `echo '{"value":"v","timestamp":-5}' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
+		{name: "json min int64 timestamp", script: `echo '{"value":"v","timestamp":-9223372036854775808}' >> $MNT/good/0/append.jsonl`, want: []string{msgEINVAL}},
 		{name: "good line then bad line in one write", script: oneWrite(`{"value":"half-1"}\n{"value":\n`, `$MNT/good/0/append.jsonl`), want: []string{msgEINVAL}},
 		{name: "topic-level append.jsonl garbage", script: `echo 'not json' >> $MNT/good/append.jsonl`, want: []string{msgEINVAL}},
 
