@@ -140,7 +140,9 @@ func parseByTime(name string) (timeSpec, bool, error) {
 		}
 	}
 	if allDigits {
-		if len(base) > 18 {
+		// Up to 19 digits: every epoch ms to MaxInt64 (a far-future time
+		// is an empty view that grows); ParseInt refuses what overflows.
+		if len(base) > 19 {
 			return bad()
 		}
 		ms, err := strconv.ParseInt(base, 10, 64)

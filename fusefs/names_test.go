@@ -73,6 +73,10 @@ func TestParseByTime(t *testing.T) {
 		{"2023-11-14", 0, false, false},
 		{"", 0, false, false},
 		{"-99999999999999999d", 0, false, false},
+		{"9223372036854775807", 1<<63 - 1, false, true},
+		{"9223372036854775807.jsonl", 1<<63 - 1, true, true},
+		{"9223372036854775808", 0, false, false},
+		{"99999999999999999999", 0, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,7 @@ func TestBadInputThroughMount(t *testing.T) {
 		{name: "by-offset 0 below log start", script: `cat $MNT/ret/0/by-offset/0.jsonl`, want: []string{msgENOENT}},
 		{name: "by-time garbage", script: `cat $MNT/good/0/by-time/yesterday-ish`, want: []string{msgENOENT}},
 		{name: "by-time bad relative", script: `cat $MNT/good/0/by-time/-15x`, want: []string{msgENOENT}},
+		{name: "by-time past int64", script: `cat $MNT/good/0/by-time/9223372036854775808`, want: []string{msgENOENT}},
 		{name: "unknown file in partition", script: `cat $MNT/good/0/nosuchview`, want: []string{msgENOENT}},
 		{name: "unknown segment", script: `cat $MNT/good/0/segments/99999999999999999999.log`, want: []string{msgENOENT}},
 
@@ -575,4 +577,25 @@ func TestMkdirTooManyOpenFilesRollsBack(t *testing.T) {
 		return strconv.Itoa(len(dirs))
 	})
 	requireAlive(t, m)
+}
+
+// TestByTimeFarFuture: by-time/<MaxInt64 ms> was ENOENT (a 18-digit
+// bound) though the README says a future time is an empty view that grows:
+// it is empty when opened and shows what is appended after.
+func TestByTimeFarFuture(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	view := m.Path("t", "0", "by-time", "9223372036854775807")
+	m.Sh(t, `mkdir $MNT/t; echo a > $MNT/t/append`)
+	st, err := os.Stat(view)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Size())
+	assert.Equal(t, "", m.Sh(t, `cat `+view))
+	assert.Equal(t, "", m.Sh(t, `cat `+view+`.jsonl`))
+	f, err := os.Open(view)
+	require.NoError(t, err)
+	defer f.Close()
+	m.Sh(t, `echo b > $MNT/t/append`)
+	got, err := io.ReadAll(f)
+	require.NoError(t, err)
+	assert.Equal(t, "b\n", string(got), "the open view grows with later appends")
 }
