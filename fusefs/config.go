@@ -67,12 +67,20 @@ func (c *configNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// Setattr accepts truncation to 0 (echo x > config) and time changes.
+// Setattr accepts truncation to 0 (echo x > config) and time changes;
+// chmod and chown are EPERM, as on append (the tree's modes and owners are
+// fixed), rather than a chown that succeeds and changes nothing.
 func (c *configNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if c.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
 	if _, ok := in.GetMode(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetUID(); ok {
+		return syscall.EPERM
+	}
+	if _, ok := in.GetGID(); ok {
 		return syscall.EPERM
 	}
 	return c.Getattr(ctx, f, out)

@@ -30,7 +30,8 @@
 //     Partitions never shrink (EINVAL).
 //   - Everything else that would change the namespace (rm, rmdir, mv, ln,
 //     mknod, creating files) is refused with EPERM (EROFS on a read-only
-//     mount) and changes nothing. Writes to views, stats and segments/ are
+//     mount) and changes nothing; so are chmod and chown of append and config
+//     (their modes and owners are fixed). Writes to views, stats and segments/ are
 //     EACCES (EROFS on a read-only mount).
 //   - Inode numbers are a 64-bit hash of the topic generation and the path,
 //     so they are stable across kernel forgets (tail -F never sees a

@@ -134,6 +134,10 @@ func TestBadInputThroughMount(t *testing.T) {
 			}},
 		{name: "rm a view", script: `rm -f $MNT/good/0/records`, want: append([]string{msgEPERM}, readOnlyMsgs...)},
 		{name: "rename a view", script: `mv $MNT/good/0/records $MNT/good/0/records2`, want: append([]string{msgEPERM}, readOnlyMsgs...)},
+		{name: "chmod config", script: `chmod 600 $MNT/good/config`, want: []string{msgEPERM}},
+		{name: "chown config", script: `chown nobody $MNT/good/config`, want: []string{msgEPERM}},
+		{name: "chgrp config", script: `chgrp 65534 $MNT/good/config`, want: []string{msgEPERM}},
+		{name: "chown append", script: `chown nobody $MNT/good/append`, want: []string{msgEPERM}},
 
 		// EMSGSIZE: nothing of the write is applied.
 		{name: "line above max.message.bytes", script: `echo "` + big + `" >> $MNT/small/0/append`, want: []string{msgEMSGSIZE},
