@@ -6,7 +6,7 @@ package tests
 // Knobs (environment):
 //
 //	TOPICFS_MODEL_SEED=N      the seed (default: a fixed one; `make model` picks a new one)
-//	TOPICFS_MODEL_OPS=N       operations per run (default 60)
+//	TOPICFS_MODEL_OPS=N       operations per run (default 40)
 //	TOPICFS_MODEL_DURATION=D  run new seeds for this long (Go duration) instead
 //	TOPICFS_MODEL_REPLAY=F    run the operations of file F (JSON, one per line)
 //	TOPICFS_MODEL_SHRINK=D    how long a failure may be shrunk (default 3m; 0: no shrinking)
@@ -97,7 +97,7 @@ func TestModel(t *testing.T) {
 	}
 	var (
 		seed  = int64(modelDefaultSeed)
-		nops  = envInt("TOPICFS_MODEL_OPS", 60)
+		nops  = envInt("TOPICFS_MODEL_OPS", 40)
 		until time.Time
 	)
 	if v := os.Getenv("TOPICFS_MODEL_SEED"); v != "" {
@@ -167,14 +167,15 @@ func reportModelFailure(t *testing.T, seed int64, ops []modelOp, err error, budg
 }
 
 // shrinkOps removes chunks of operations (halves, then quarters, ...) while
-// the rest still fails on a fresh mount, for at most budget.
+// the rest still fails the same way on a fresh mount, for at most budget.
 func shrinkOps(t *testing.T, ops []modelOp, err error, budget time.Duration) ([]modelOp, error) {
 	end := time.Now().Add(budget)
 	best, bestErr := ops, err
+	sig := failureSignature(err)
 	for chunk := len(best) / 2; chunk >= 1 && time.Now().Before(end); chunk /= 2 {
 		for i := 0; i+chunk <= len(best) && time.Now().Before(end); {
 			cand := append(append([]modelOp{}, best[:i]...), best[i+chunk:]...)
-			if n, err := runModel(t, cand, nil, 1); err != nil {
+			if n, err := runModel(t, cand, nil, 1); err != nil && failureSignature(err) == sig {
 				best, bestErr = cand[:n+1], err
 				t.Logf("model: shrunk to %d operations", len(best))
 				continue
@@ -183,6 +184,21 @@ func shrinkOps(t *testing.T, ops []modelOp, err error, budget time.Duration) ([]
 		}
 	}
 	return best, bestErr
+}
+
+// failureSignature is what two failures of the same bug have in common:
+// the start of the message, without numbers.
+func failureSignature(err error) string {
+	s := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, err.Error())
+	if i := strings.IndexAny(s, "\n\""); i >= 0 {
+		s = s[:i]
+	}
+	return s[:min(len(s), 48)]
 }
 
 func readOps(t *testing.T, path string) []modelOp {
@@ -230,7 +246,13 @@ type modelCfg struct {
 	PrintKey, ParseKey bool
 	Sep, Null          string
 	Linger             int
+	SegmentBytes       int
 }
+
+// maxRecord is the largest record batch the topic takes: as in Kafka, the
+// smaller of max.message.bytes and segment.bytes (a batch never spans
+// segments).
+func (c modelCfg) maxRecord() int { return min(modelMaxMessage, c.SegmentBytes) }
 
 func (c modelCfg) view() viewFmt { return viewFmt{PrintKey: c.PrintKey, Sep: c.Sep, Null: c.Null} }
 
@@ -276,6 +298,7 @@ func runModel(t *testing.T, ops []modelOp, next func(*modelRun) (modelOp, bool),
 		if quiet == 0 {
 			t.Logf("op %d: %s", i, op)
 		}
+		start := time.Now()
 		if err := r.exec(op); err != nil {
 			return i, r.withStderr(err)
 		}
@@ -285,6 +308,9 @@ func runModel(t *testing.T, ops []modelOp, next func(*modelRun) (modelOp, bool),
 		}
 		if err := check(); err != nil {
 			return i, r.withStderr(fmt.Errorf("after %s: %w", op.K, err))
+		}
+		if d := time.Since(start); quiet == 0 && d > time.Second {
+			t.Logf("op %d took %v", i, d.Round(time.Millisecond))
 		}
 	}
 }
@@ -394,7 +420,7 @@ func (r *modelRun) newTopic() error {
 	r.dropReaders()
 	r.topics++
 	r.topic = fmt.Sprintf("t%d", r.topics)
-	r.cfg = modelCfg{Sep: "\t", Linger: 5}
+	r.cfg = modelCfg{Sep: "\t", Linger: 5, SegmentBytes: 1 << 30}
 	r.committed, r.floating, r.logBytes = nil, nil, 0
 	if err := os.Mkdir(r.path(), 0o755); err != nil {
 		return err
@@ -441,6 +467,8 @@ func (r *modelRun) config(op modelOp) error {
 		r.cfg.Null = op.V
 	case "linger.ms":
 		r.cfg.Linger, _ = strconv.Atoi(op.V)
+	case "segment.bytes":
+		r.cfg.SegmentBytes, _ = strconv.Atoi(op.V)
 	}
 	return nil
 }
@@ -481,12 +509,14 @@ func writeAll(fd int, b []byte) error {
 	return nil
 }
 
-// chunks cuts b into write(2) sizes: cuts cycled, the last chunk the rest.
+// chunks cuts b into write(2) sizes: cuts cycled, the last chunk the rest
+// (at most maxChunks chunks, so tiny cuts stay cheap).
 func chunks(b []byte, cuts []int) [][]byte {
+	const maxChunks = 48
 	var out [][]byte
 	for i := 0; len(b) > 0; i++ {
 		n := len(b)
-		if len(cuts) > 0 && cuts[i%len(cuts)] > 0 {
+		if len(cuts) > 0 && cuts[i%len(cuts)] > 0 && i < maxChunks-1 {
 			n = min(n, cuts[i%len(cuts)])
 		}
 		out = append(out, b[:n])
@@ -528,7 +558,7 @@ func (r *modelRun) write(op modelOp) error {
 	var recs []mrec
 	for _, l := range lines {
 		rec, ok := w.lc.parse(l)
-		if !ok || rec.recordSize() > modelMaxMessage {
+		if !ok || rec.recordSize() > r.cfg.maxRecord() {
 			return nil // not applicable here (a shrunk list)
 		}
 		recs = append(recs, rec)
@@ -613,7 +643,7 @@ func (r *modelRun) long(op modelOp) error {
 		rec.Value = genBytes(rng, op.N, "")
 		line = rec.Value
 	}
-	fits := rec.recordSize() <= modelMaxMessage
+	fits := rec.recordSize() <= r.cfg.maxRecord()
 	if fits && len(line) > modelMaxMessage {
 		return nil // a JSON text longer than its record: not what this op tests
 	}
@@ -630,9 +660,9 @@ func (r *modelRun) long(op modelOp) error {
 		case fits && err != nil:
 			return fmt.Errorf("write(2) #%d (%d bytes) of a %d-byte line that fits: %w", i, len(c), len(line), err)
 		case !fits && err != nil && !errors.Is(err, unix.EMSGSIZE):
-			return fmt.Errorf("write(2) #%d of a %d-byte line above max.message.bytes: %w, want EMSGSIZE", i, len(line), err)
+			return fmt.Errorf("write(2) #%d of a %d-byte line above min(max.message.bytes, segment.bytes) = %d: %w, want EMSGSIZE", i, len(line), r.cfg.maxRecord(), err)
 		case !fits && err == nil && last:
-			return fmt.Errorf("the write(2) ending a %d-byte line above max.message.bytes succeeded, want EMSGSIZE", len(line))
+			return fmt.Errorf("the write(2) ending a line whose record of %d bytes is above min(max.message.bytes, segment.bytes) = %d succeeded, want EMSGSIZE", rec.recordSize(), r.cfg.maxRecord())
 		}
 		if err != nil {
 			if !op.Flag && !last {
@@ -728,7 +758,7 @@ func (r *modelRun) closeFd(i int) error {
 		return nil
 	}
 	rec, ok := w.lc.parse(w.partial)
-	if !ok || rec.recordSize() > modelMaxMessage {
+	if !ok || rec.recordSize() > r.cfg.maxRecord() {
 		return nil // refused: close may report it
 	}
 	r.logBytes += len(rec.Value) + 60
@@ -788,7 +818,7 @@ func (r *modelRun) shell(op modelOp) error {
 	var recs []mrec
 	for _, l := range lines {
 		rec, ok := w.lc.parse(l)
-		if !ok || rec.recordSize() > modelMaxMessage {
+		if !ok || rec.recordSize() > r.cfg.maxRecord() {
 			return nil
 		}
 		recs = append(recs, rec)
@@ -801,7 +831,7 @@ func (r *modelRun) shell(op modelOp) error {
 	if err := os.WriteFile(b, data[cut:], 0o644); err != nil {
 		return err
 	}
-	cmd := exec.Command("sh", "-c", `cat "$1"; cat "$2"`+" >> \"$3\"", "sh", a, b, r.path(op.F))
+	cmd := exec.Command("sh", "-c", `{ cat "$1"; cat "$2"; } >> "$3"`, "sh", a, b, r.path(op.F))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sh -c 'cat A; cat B' >> %s (A %d bytes, B %d bytes): %v: %s", op.F, cut, len(data)-cut, err, out)
 	}
@@ -811,7 +841,7 @@ func (r *modelRun) shell(op modelOp) error {
 		return nil
 	}
 	rec, ok := w.lc.parse(rest)
-	if !ok {
+	if !ok || rec.recordSize() > r.cfg.maxRecord() {
 		return nil
 	}
 	return r.await(rec)

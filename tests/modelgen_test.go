@@ -40,7 +40,7 @@ func (r *modelRun) check(step int) error {
 			return fmt.Errorf("records: size %d, rendered length %d", st.Size(), len(want))
 		}
 	}
-	if r.logBytes < 2<<20 || step%4 == 0 {
+	if r.logBytes < 512<<10 || step%4 == 0 {
 		got, err := os.ReadFile(r.path("0", "records.jsonl"))
 		if err != nil {
 			return fmt.Errorf("read records.jsonl: %w", err)
@@ -54,6 +54,9 @@ func (r *modelRun) check(step int) error {
 
 // checkAll runs every probe and reads every open view.
 func (r *modelRun) checkAll() error {
+	if r.topic == "" {
+		return nil
+	}
 	if err := r.check(0); err != nil {
 		return err
 	}
@@ -271,11 +274,11 @@ func genCuts(rng *rand.Rand) []int {
 }
 
 // genWrite makes a write operation for the open file w.
-func genWrite(rng *rand.Rand, w *modelWriter, seed int64) modelOp {
+func genWrite(rng *rand.Rand, w *modelWriter, cfg modelCfg, seed int64) modelOp {
 	op := modelOp{K: "write", Seed: seed, Cuts: genCuts(rng)}
-	limit := maxPlainValue() - 32 // room for a key
+	limit := maxPlainValue() - (modelMaxMessage - cfg.maxRecord()) - 32 // room for a key
 	if w.lc.JSONL {
-		limit = 100000
+		limit = min(limit, 100000)
 	}
 	if !w.lc.JSONL && !w.lc.ParseKey && rng.Intn(12) == 0 {
 		// Exactly 1 MiB of lines, ±1, in one write(2).
@@ -322,7 +325,7 @@ var modelConfigNames = []string{"segment.bytes", "print.key", "parse.key", "key.
 // genOp picks the next operation from the run's state.
 func genOp(rng *rand.Rand, r *modelRun) modelOp {
 	seed := rng.Int63n(1 << 40)
-	if r.topic == "" || r.logBytes > 6<<20 && r.w == nil {
+	if r.topic == "" || r.logBytes > 2<<20 && r.w == nil {
 		return modelOp{K: "topic"}
 	}
 	pick := rng.Intn(100)
@@ -342,7 +345,7 @@ func genOp(rng *rand.Rand, r *modelRun) modelOp {
 	if w := r.w; w != nil {
 		switch {
 		case pick < 38:
-			return genWrite(rng, w, seed)
+			return genWrite(rng, w, r.cfg, seed)
 		case pick < 46:
 			n := []int{maxPlainValue() - 1, maxPlainValue(), maxPlainValue() + 1, maxPlainValue() + 2, 250000, 1<<20 + 3}[rng.Intn(6)]
 			if w.lc.JSONL {
@@ -373,7 +376,7 @@ func genOp(rng *rand.Rand, r *modelRun) modelOp {
 		case pick < 95:
 			return config()
 		default:
-			return genWrite(rng, w, seed)
+			return genWrite(rng, w, r.cfg, seed)
 		}
 	}
 	switch {
@@ -381,7 +384,7 @@ func genOp(rng *rand.Rand, r *modelRun) modelOp {
 		files := []string{"append", "0/append", "0/append", "append.jsonl", "0/append.jsonl"}
 		return modelOp{K: "open", F: files[rng.Intn(len(files))], Flag: rng.Intn(2) == 0}
 	case pick < 38:
-		op := genWrite(rng, &modelWriter{lc: lineCfg{ParseKey: r.cfg.ParseKey, Sep: r.cfg.Sep, Null: r.cfg.Null}}, seed)
+		op := genWrite(rng, &modelWriter{lc: lineCfg{ParseKey: r.cfg.ParseKey, Sep: r.cfg.Sep, Null: r.cfg.Null}}, r.cfg, seed)
 		op.K, op.F, op.Cuts = "shell", []string{"append", "0/append"}[rng.Intn(2)], nil
 		return op
 	case pick < 50:
