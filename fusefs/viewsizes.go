@@ -300,8 +300,14 @@ func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
 		if d.err != nil {
 			return nil, d.err
 		}
-		if e.blobOff < 8 || e.blobOff+int64(e.blobLen) > tocOff {
+		// Checked without adding, which could overflow: the blob lies
+		// before the table, and holds its checkpoints (two bytes at least
+		// each after the first), so reading it allocates what the file has.
+		if e.blobOff < 8 || e.blobOff > tocOff-int64(e.blobLen) {
 			return nil, fmt.Errorf("entry %s: blob outside the file", path)
+		}
+		if int64(e.cps) > int64(e.blobLen)/2+1 {
+			return nil, fmt.Errorf("entry %s: %d checkpoints cannot fit in %d bytes", path, e.cps, e.blobLen)
 		}
 		saved[path] = append(saved[path], e)
 	}
