@@ -2,10 +2,15 @@ package engine
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // FuzzParseCheckpoint feeds arbitrary bytes to the offset checkpoint parser
@@ -94,5 +99,44 @@ func FuzzParsePartitionDir(f *testing.F) {
 		require.NoError(t, ValidTopicName(tp.Topic))
 		require.GreaterOrEqual(t, tp.Partition, 0)
 		require.Equal(t, name, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+	})
+}
+
+// FuzzTopicsFile opens a data directory (one partition, t-0) whose
+// topicfs-topics.json holds arbitrary bytes. OpenLogDir must never panic:
+// it opens, or fails with an error; a directory it opens closes cleanly and
+// its topic's config is one every setting of which Set accepts again.
+func FuzzTopicsFile(f *testing.F) {
+	for _, s := range []string{
+		`{"version":1,"topics":{"t":{"retention.ms":"3600000"}}}`,
+		`{"version":1,"topics":{"t":{"segment.bytes":"1"}}}`,
+		`{"version":1,"topics":{"t":{"no.such":"1"},"gone":{"print.key":"true"}}}`,
+		`{"version":2,"topics":{}}`, `{"version":1}`, `{"version":1,"topics":null}`, `[]`, ``, `{"version":1,"topics":{"t":null}}`,
+		`{"version":1,"topics":{"t":{"cleanup.policy":"compact","key.separator":"\n"}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		mem := vfs.NewMem()
+		require.NoError(t, mem.MkdirAll("/data/t-0", 0o755))
+		file, err := mem.OpenFile("/data/"+TopicsConfigFile, os.O_CREATE|os.O_RDWR, 0o644)
+		require.NoError(t, err)
+		_, err = file.WriteAt(data, 0)
+		require.NoError(t, err)
+		require.NoError(t, file.Close())
+		d, err := OpenLogDir(mem, "/data", LogDirOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return
+		}
+		defer func() { require.NoError(t, d.Close()) }()
+		tp, err := d.Topic("t")
+		require.NoError(t, err)
+		c := tp.Config()
+		for _, name := range ConfigNames() {
+			v, err := c.Get(name)
+			require.NoError(t, err)
+			again := c
+			require.NoError(t, again.Set(name, v), "%s=%q", name, v)
+		}
 	})
 }
