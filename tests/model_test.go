@@ -50,6 +50,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,10 @@ func (o modelOp) String() string {
 }
 
 const modelDefaultSeed = 20261202
+
+// stepDeadline bounds one operation and its checks (a remount, a kill -9
+// and a waited-for final record included); past it the mount is hung.
+const stepDeadline = 2 * harnessDeadline
 
 func TestModel(t *testing.T) {
 	requireFUSE(t)
@@ -299,15 +304,31 @@ func runModel(t *testing.T, ops []modelOp, next func(*modelRun) (modelOp, bool),
 			t.Logf("op %d: %s", i, op)
 		}
 		start := time.Now()
-		if err := r.exec(op); err != nil {
+		// A request the mount never answers would block this test (and
+		// the tool it runs) for ever: after stepDeadline, abort the FUSE
+		// connection, which fails every pending request.
+		var hung atomic.Bool
+		watchdog := time.AfterFunc(stepDeadline, func() {
+			hung.Store(true)
+			_ = abortFUSEConnection(r.m.fuseConn)
+		})
+		err := r.exec(op)
+		if err == nil {
+			if op.K == "remount" || op.K == "kill" {
+				err = r.checkAll()
+			} else {
+				err = r.check(i)
+			}
+			if err != nil {
+				err = fmt.Errorf("after %s: %w", op.K, err)
+			}
+		}
+		watchdog.Stop()
+		if hung.Load() {
+			err = fmt.Errorf("the mount did not answer within %v (FUSE connection aborted; it was spinning or blocked): %v", stepDeadline, err)
+		}
+		if err != nil {
 			return i, r.withStderr(err)
-		}
-		check := func() error { return r.check(i) }
-		if op.K == "remount" || op.K == "kill" {
-			check = r.checkAll
-		}
-		if err := check(); err != nil {
-			return i, r.withStderr(fmt.Errorf("after %s: %w", op.K, err))
 		}
 		if d := time.Since(start); quiet == 0 && d > time.Second {
 			t.Logf("op %d took %v", i, d.Round(time.Millisecond))
