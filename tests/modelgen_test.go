@@ -322,7 +322,9 @@ var modelConfigs = map[string][]string{
 
 var modelConfigNames = []string{"segment.bytes", "print.key", "parse.key", "key.separator", "null.marker", "linger.ms", "batch.size", "index.interval.bytes"}
 
-// genOp picks the next operation from the run's state.
+// genOp picks the next operation from the run's state. It is one weighted
+// switch per state (writer open or not) on purpose: the weights are read
+// and tuned together.
 func genOp(rng *rand.Rand, r *modelRun) modelOp {
 	seed := rng.Int63n(1 << 40)
 	if r.topic == "" || r.logBytes > 2<<20 && r.w == nil {
