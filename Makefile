@@ -6,7 +6,7 @@ PKGS     ?= ./...
 # look for it: $(DESTDIR)$(PREFIX)/bin/topicfs.
 PREFIX   ?= /usr/local
 
-.PHONY: all build install test race lint fuzz bench ci clean
+.PHONY: all build install test race lint fuzz bench ci clean model
 
 all: lint race
 
@@ -46,3 +46,12 @@ ci:
 
 clean:
 	rm -rf bin
+
+# TestModel (tests/model_test.go) with a new seed after each passing one, for
+# TOPICFS_MODEL_DURATION; it stops at the first failing seed and prints its
+# shortest failing operation list. TOPICFS_MODEL_OPS sets operations per seed.
+TOPICFS_MODEL_DURATION ?= 10m
+TOPICFS_MODEL_OPS      ?= 200
+model:
+	TOPICFS_MODEL_DURATION=$(TOPICFS_MODEL_DURATION) TOPICFS_MODEL_OPS=$(TOPICFS_MODEL_OPS) \
+		$(GO) test -race -count=1 -timeout 0 -run '^TestModel$$' ./tests/
