@@ -320,6 +320,9 @@ func (c *Config) Set(name, value string) error {
 		if !(v >= 0 && v <= 1) { // also rejects NaN
 			return bad("must be between 0 and 1")
 		}
+		if v == 0 {
+			v = 0 // -0 reads back as 0
+		}
 		*s.f64(c) = v
 	case s.b != nil:
 		switch strings.ToLower(strings.TrimSpace(value)) {

@@ -119,6 +119,7 @@ func TestConfigSetValidation(t *testing.T) {
 		{"policy empty", "cleanup.policy", "", false, ""},
 		{"policy twice", "cleanup.policy", "delete,delete", false, ""},
 		{"ratio 0", "min.cleanable.dirty.ratio", "0", true, ""},
+		{"ratio -0 reads back as 0", "min.cleanable.dirty.ratio", "-0", true, "0"},
 		{"ratio 1", "min.cleanable.dirty.ratio", "1", true, ""},
 		{"ratio above 1", "min.cleanable.dirty.ratio", "1.01", false, ""},
 		{"ratio negative", "min.cleanable.dirty.ratio", "-0.1", false, ""},
