@@ -118,6 +118,22 @@ func TestMountFailureRemovesCreatedMountpoint(t *testing.T) {
 	assert.NoDirExists(t, mnt)
 }
 
+// TestMountDataInsideAnotherMount: --data inside a running topicfs mount
+// is refused with a message naming that mount (it used to fail with "open
+// .../.lock: operation not permitted"), and the mountpoint this start
+// created is removed again.
+func TestMountDataInsideAnotherMount(t *testing.T) {
+	a := startMount(t, mountOpts{})
+	mnt := filepath.Join(t.TempDir(), "new-mnt")
+	data := filepath.Join(a.Dir, "data")
+	_, errOut, code := runTopicfs(t, nil, "mount", "--data", data, mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "topicfs mount: data directory "+data+" is inside the topicfs mount at "+a.Dir+";")
+	assert.NoDirExists(t, mnt)
+	assert.False(t, isMounted(mnt))
+	a.Sh(t, `mkdir "$MNT/still-works"`)
+}
+
 func TestMountStopAndRemountKeepsRecords(t *testing.T) {
 	m := startMount(t, mountOpts{})
 	assert.Contains(t, m.Stderr(), "topicfs: mounted "+m.Dir+" (data "+m.Data+")")

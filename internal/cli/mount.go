@@ -145,6 +145,10 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if within(dataDir, mnt) {
 		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, mnt)
 	}
+	if other, ok := topicfsMountOf(dataDir); ok {
+		// Its files are topics, not a disk: .lock cannot even be created.
+		return e.fail(cmd, "data directory %s is inside the topicfs mount at %s; choose a data directory on a disk", dataDir, other)
+	}
 	if o.readOnly {
 		if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
 			return e.fail(cmd, "data directory %s does not exist (a read-only mount does not create it)", dataDir)
