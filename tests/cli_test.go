@@ -506,3 +506,22 @@ func TestMountAllowOther(t *testing.T) {
 		})
 	}
 }
+
+// TestMkdirTooManyPartitionsForFileLimit: mkdir of a topic whose partitions
+// cannot all be held open under the mount's open-file limit fails at once
+// with EMFILE and a log line naming ulimit -n, and leaves no topic; it used
+// to create partitions for a long time and then fail with nothing logged.
+func TestMkdirTooManyPartitionsForFileLimit(t *testing.T) {
+	m := startMount(t, mountOpts{Config: `"num.partitions" = 2000`})
+	pid := m.Cmd.Process.Pid
+	soft := strings.TrimSpace(m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile --output SOFT --noheadings`, pid)))
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=1000:`, pid))
+	_, errOut, err := m.ShErr(`mkdir "$MNT/wide"`)
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%s:`, pid, soft))
+	require.Error(t, err)
+	assert.Contains(t, errOut, "Too many open files")
+	assert.Contains(t, m.Stderr(), "ulimit -n")
+	assert.NoDirExists(t, filepath.Join(m.Data, "wide-0"))
+	m.Sh(t, `mkdir "$MNT/wide"`) // fits under the restored limit
+	assert.DirExists(t, filepath.Join(m.Data, "wide-1999"))
+}
