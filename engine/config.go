@@ -134,7 +134,9 @@ var settings = []setting{
 	intSetting("segment.bytes", func(c *Config) *int64 { return &c.SegmentBytes }, 14, maxInt32),
 	intSetting("segment.ms", func(c *Config) *int64 { return &c.SegmentMs }, 1, math.MaxInt64),
 	intSetting("segment.jitter.ms", func(c *Config) *int64 { return &c.SegmentJitterMs }, 0, math.MaxInt64),
-	intSetting("segment.index.bytes", func(c *Config) *int64 { return &c.SegmentIndexBytes }, 4, maxInt32),
+	// segment.index.bytes: Kafka accepts 4, but an index file must hold at
+	// least one entry; 12 is one .timeindex entry (docs/NOTES.md "Choices").
+	intSetting("segment.index.bytes", func(c *Config) *int64 { return &c.SegmentIndexBytes }, 12, maxInt32),
 	intSetting("index.interval.bytes", func(c *Config) *int64 { return &c.IndexIntervalBytes }, 0, maxInt32),
 	intSetting("retention.ms", func(c *Config) *int64 { return &c.RetentionMs }, -1, math.MaxInt64),
 	intSetting("retention.bytes", func(c *Config) *int64 { return &c.RetentionBytes }, math.MinInt64, math.MaxInt64),
@@ -317,6 +319,9 @@ func (c *Config) Set(name, value string) error {
 		}
 		if !(v >= 0 && v <= 1) { // also rejects NaN
 			return bad("must be between 0 and 1")
+		}
+		if v == 0 {
+			v = 0 // -0 reads back as 0
 		}
 		*s.f64(c) = v
 	case s.b != nil:

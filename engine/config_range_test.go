@@ -17,7 +17,7 @@ var configRanges = []struct{ name, min, max string }{
 	{"segment.bytes", "14", "2147483647"},
 	{"segment.ms", "1", "9223372036854775807"},
 	{"segment.jitter.ms", "0", "9223372036854775807"},
-	{"segment.index.bytes", "4", "2147483647"},
+	{"segment.index.bytes", "12", "2147483647"},
 	{"index.interval.bytes", "0", "2147483647"},
 	{"retention.ms", "-1", "9223372036854775807"},
 	{"retention.bytes", "-9223372036854775808", "9223372036854775807"},

@@ -1073,7 +1073,7 @@ func (s *Segment) seal() error {
 	s.sealed.Store(true)
 	var errs []error
 	if s.mu.tidx != nil && s.w.ib.maxTs >= 0 {
-		errs = append(errs, s.mu.tidx.MaybeAppend(s.w.ib.maxTs, s.w.ib.offsetOfMax, true))
+		errs = append(errs, finalTimeEntry(s.mu.tidx, s.w.ib.maxTs, s.w.ib.offsetOfMax))
 	}
 	if s.mu.oidx != nil {
 		errs = append(errs, s.mu.oidx.Trim())
@@ -1380,7 +1380,7 @@ func (p *Partition) Close() error {
 		a := l[len(l)-1]
 		a.mu.Lock()
 		if a.mu.tidx != nil && a.w.ib.maxTs >= 0 {
-			errs = append(errs, a.mu.tidx.MaybeAppend(a.w.ib.maxTs, a.w.ib.offsetOfMax, true))
+			errs = append(errs, finalTimeEntry(a.mu.tidx, a.w.ib.maxTs, a.w.ib.offsetOfMax))
 		}
 		if a.mu.oidx != nil {
 			errs = append(errs, a.mu.oidx.Trim(), a.mu.oidx.Sync())

@@ -627,6 +627,10 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 		}
 		_ = d.fs.SyncDir(d.path)
 	}
+	if err := d.checkFileHeadroom(to - from); err != nil {
+		undo()
+		return nil, err
+	}
 	for p := from; p < to; p++ {
 		dir := d.partitionDir(topic, p)
 		if err := d.fs.MkdirAll(dir, 0o755); err != nil {

@@ -253,6 +253,12 @@ func TestLogDirPersistedConfig(t *testing.T) {
 				assert.Equal(t, orders.Config(), p.Config(), "applied to partition %d", p.ID())
 			}
 			assert.True(t, ldExists(fsys, filepath.Join(path, TopicsConfigFile)))
+			// Values are persisted as they read back, spaces trimmed.
+			require.NoError(t, orders.AlterConfig(map[string]string{"segment.bytes": " 4096", "min.cleanable.dirty.ratio": "-0"}))
+			saved, err := vfs.ReadFile(fsys, filepath.Join(path, TopicsConfigFile))
+			require.NoError(t, err)
+			assert.Contains(t, string(saved), `"segment.bytes": "4096"`)
+			assert.Contains(t, string(saved), `"min.cleanable.dirty.ratio": "0"`)
 			require.NoError(t, d.Close())
 
 			d, err = OpenLogDir(fsys, path, opts)

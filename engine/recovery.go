@@ -540,10 +540,7 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 			firstTs = b.MaxTimestamp
 		}
 		if ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
-			idxErr = errors.Join(idxErr, oidx.Append(b.LastOffset(), pos))
-			if ib.maxTs >= 0 {
-				idxErr = errors.Join(idxErr, tidx.MaybeAppend(ib.maxTs, ib.offsetOfMax, false))
-			}
+			idxErr = errors.Join(idxErr, sparseEntry(oidx, tidx, b.LastOffset(), pos, ib.maxTs, ib.offsetOfMax))
 		}
 		if b.IsTransactional() {
 			if t := prod.observe(&b); t != nil {
@@ -568,7 +565,7 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 	if !active {
 		var errs []error
 		if ib.maxTs >= 0 {
-			errs = append(errs, tidx.MaybeAppend(ib.maxTs, ib.offsetOfMax, true))
+			errs = append(errs, finalTimeEntry(tidx, ib.maxTs, ib.offsetOfMax))
 		}
 		errs = append(errs, oidx.Trim(), tidx.Trim())
 		if onDisk {
@@ -600,6 +597,35 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		s.firstBatchTs.Store(firstTs)
 	}
 	return res, nil
+}
+
+// sparseEntry adds an offset-index entry (off, pos) and, when ts >= 0, a
+// time-index entry (ts, tsOff) to indexes written in one pass (a rebuild or
+// a cleaned segment). An index that is full (segment.index.bytes too small
+// for the entries index.interval.bytes asks for) stops taking entries: as in
+// Kafka the indexes are sparse, and a sparser one only makes a lookup scan
+// further from an earlier entry.
+func sparseEntry(oidx *index.OffsetIndex, tidx *index.TimeIndex, off, pos, ts, tsOff int64) error {
+	var errs []error
+	if !oidx.IsFull() {
+		errs = append(errs, oidx.Append(off, pos))
+	}
+	if ts >= 0 && !tidx.IsFull() {
+		errs = append(errs, tidx.MaybeAppend(ts, tsOff, false))
+	}
+	return errors.Join(errs...)
+}
+
+// finalTimeEntry appends the time-index entry a segment gets when it is
+// sealed or closed. An index with no slot left for it (segment.index.bytes
+// too small for one entry) stays without it: the index is only sparser,
+// lookups fall back to an earlier entry or the segment start, and a full
+// index never fails a roll, a close or a recovery.
+func finalTimeEntry(tidx *index.TimeIndex, ts, offset int64) error {
+	if err := tidx.MaybeAppend(ts, offset, true); err != nil && !errors.Is(err, index.ErrFull) {
+		return err
+	}
+	return nil
 }
 
 // producerState tracks, per producer, the first offset of its open

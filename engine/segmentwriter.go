@@ -106,13 +106,8 @@ func (w *SegmentWriter) AppendBatch(raw []byte) error {
 		w.firstTs = b.MaxTimestamp
 	}
 	if w.ib.add(b.LastOffset(), b.MaxTimestamp, w.size, int64(len(raw)), w.interval) {
-		if err := w.oidx.Append(b.LastOffset(), w.size); err != nil {
+		if err := sparseEntry(w.oidx, w.tidx, b.LastOffset(), w.size, w.ib.maxTs, w.ib.offsetOfMax); err != nil {
 			return err
-		}
-		if w.ib.maxTs >= 0 {
-			if err := w.tidx.MaybeAppend(w.ib.maxTs, w.ib.offsetOfMax, false); err != nil {
-				return err
-			}
 		}
 	}
 	w.size += int64(len(raw))
@@ -168,7 +163,7 @@ func (w *SegmentWriter) Finish() error {
 	}
 	var errs []error
 	if w.ib.maxTs >= 0 {
-		errs = append(errs, w.tidx.MaybeAppend(w.ib.maxTs, w.ib.offsetOfMax, true))
+		errs = append(errs, finalTimeEntry(w.tidx, w.ib.maxTs, w.ib.offsetOfMax))
 	}
 	errs = append(errs, w.oidx.Trim(), w.tidx.Trim(), w.log.Sync(), w.oidx.Sync(), w.tidx.Sync())
 	if w.txn != nil {

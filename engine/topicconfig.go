@@ -103,8 +103,11 @@ func (t *Topic) AlterConfig(kv map[string]string) error {
 	for k, v := range persisted[t.name] {
 		over[k] = v
 	}
-	for k, v := range kv {
-		over[k] = v
+	for k := range kv {
+		// Persist the value as read back (" 2000" is stored as "2000").
+		if over[k], err = next.Get(k); err != nil {
+			return err
+		}
 	}
 	persisted[t.name] = over
 	if err := d.writeTopicsFile(persisted); err != nil {

@@ -118,6 +118,22 @@ func TestMountFailureRemovesCreatedMountpoint(t *testing.T) {
 	assert.NoDirExists(t, mnt)
 }
 
+// TestMountDataInsideAnotherMount: --data inside a running topicfs mount
+// is refused with a message naming that mount (it used to fail with "open
+// .../.lock: operation not permitted"), and the mountpoint this start
+// created is removed again.
+func TestMountDataInsideAnotherMount(t *testing.T) {
+	a := startMount(t, mountOpts{})
+	mnt := filepath.Join(t.TempDir(), "new-mnt")
+	data := filepath.Join(a.Dir, "data")
+	_, errOut, code := runTopicfs(t, nil, "mount", "--data", data, mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "topicfs mount: data directory "+data+" is inside the topicfs mount at "+a.Dir+";")
+	assert.NoDirExists(t, mnt)
+	assert.False(t, isMounted(mnt))
+	a.Sh(t, `mkdir "$MNT/still-works"`)
+}
+
 func TestMountStopAndRemountKeepsRecords(t *testing.T) {
 	m := startMount(t, mountOpts{})
 	assert.Contains(t, m.Stderr(), "topicfs: mounted "+m.Dir+" (data "+m.Data+")")
@@ -489,4 +505,23 @@ func TestMountAllowOther(t *testing.T) {
 			assert.Equal(t, "hello\nagain\n", m.Sh(t, `cat "$MNT/pub/0/records"`))
 		})
 	}
+}
+
+// TestMkdirTooManyPartitionsForFileLimit: mkdir of a topic whose partitions
+// cannot all be held open under the mount's open-file limit fails at once
+// with EMFILE and a log line naming ulimit -n, and leaves no topic; it used
+// to create partitions for a long time and then fail with nothing logged.
+func TestMkdirTooManyPartitionsForFileLimit(t *testing.T) {
+	m := startMount(t, mountOpts{Config: `"num.partitions" = 2000`})
+	pid := m.Cmd.Process.Pid
+	soft := strings.TrimSpace(m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile --output SOFT --noheadings`, pid)))
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=1000:`, pid))
+	_, errOut, err := m.ShErr(`mkdir "$MNT/wide"`)
+	m.Sh(t, fmt.Sprintf(`prlimit --pid %d --nofile=%s:`, pid, soft))
+	require.Error(t, err)
+	assert.Contains(t, errOut, "Too many open files")
+	assert.Contains(t, m.Stderr(), "ulimit -n")
+	assert.NoDirExists(t, filepath.Join(m.Data, "wide-0"))
+	m.Sh(t, `mkdir "$MNT/wide"`) // fits under the restored limit
+	assert.DirExists(t, filepath.Join(m.Data, "wide-1999"))
 }

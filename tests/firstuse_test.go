@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/topicfs/topicfs/engine"
 )
 
 // End-to-end tests of what a first-time user and an operator meet: the
@@ -171,9 +173,10 @@ func TestMountSurvivesClosedStderr(t *testing.T) {
 }
 
 // TestMountFollowsGoRun: started by go run (a parent process named go), the
-// mount unmounts cleanly when that parent is killed; started by anything
-// else (a shell, the mount helper, which exits once the mount is ready) it
-// outlives its parent.
+// mount unmounts cleanly when that parent is killed, also when the parent
+// first forwards a SIGTERM (as go run does) and then dies, which sends the
+// parent-death signal on top; started by anything else (a shell, the mount
+// helper, which exits once the mount is ready) it outlives its parent.
 func TestMountFollowsGoRun(t *testing.T) {
 	requireFUSE(t)
 	bin := topicfsBinary(t)
@@ -181,14 +184,20 @@ func TestMountFollowsGoRun(t *testing.T) {
 	require.NoError(t, err)
 	shBytes, err := os.ReadFile(sh)
 	require.NoError(t, err)
-	for _, parent := range []string{"go", "launcher"} {
-		t.Run(parent, func(t *testing.T) {
+	for _, name := range []string{"go", "go-forwards-SIGTERM", "launcher"} {
+		t.Run(name, func(t *testing.T) {
+			parent, forwards := strings.CutSuffix(name, "-forwards-SIGTERM")
 			dir := t.TempDir()
 			fake := filepath.Join(dir, parent)
 			require.NoError(t, os.WriteFile(fake, shBytes, 0o755))
 			data, mnt := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
 			logf, pidf := filepath.Join(dir, "log"), filepath.Join(dir, "pid")
 			script := `"$0" mount --data "$1" "$2" 2>"$3" & echo $! >"$4"; wait`
+			if forwards {
+				// Like go run: pass the SIGTERM on, and die while the
+				// mount's shutdown waits for a file still open on it.
+				script = `"$0" mount --data "$1" "$2" 2>"$3" & pid=$!; echo $pid >"$4"; trap 'kill -TERM $pid; until grep -q "detaching lazily" "$3"; do sleep 0.01; done; exit 0' TERM; wait`
+			}
 			cmd := exec.Command(fake, "-c", script, bin, data, mnt, logf, pidf)
 			require.NoError(t, cmd.Start())
 			mountPid := 0
@@ -205,13 +214,27 @@ func TestMountFollowsGoRun(t *testing.T) {
 			mountPid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 			require.NoError(t, err)
 
-			require.NoError(t, cmd.Process.Kill()) // as kill -9 of go run
-			_ = cmd.Wait()
+			if forwards {
+				busy, err := os.Open(mnt)
+				require.NoError(t, err)
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM)) // as kill of go run
+				_ = cmd.Wait()
+				require.NoError(t, busy.Close())
+			} else {
+				require.NoError(t, cmd.Process.Kill()) // as kill -9 of go run
+				_ = cmd.Wait()
+			}
 			if parent == "go" {
 				require.Eventually(t, func() bool { return strings.Contains(readLog(), "topicfs: unmounted ") }, harnessDeadline, 20*time.Millisecond,
 					"the mount follows its go run parent; log:\n%s", readLog())
-				assert.Contains(t, readLog(), "signal=terminated")
+				if forwards {
+					assert.Contains(t, readLog(), "signal=terminated")
+				} else {
+					assert.Contains(t, readLog(), "signal=hangup")
+				}
 				require.Eventually(t, func() bool { return syscall.Kill(mountPid, 0) != nil }, harnessDeadline, 20*time.Millisecond)
+				assert.NotContains(t, readLog(), "without a clean shutdown")
+				assert.FileExists(t, filepath.Join(data, engine.CleanShutdownFile), "clean shutdown")
 				assert.False(t, isMounted(mnt))
 				return
 			}

@@ -131,14 +131,17 @@ func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 	if err != nil {
 		return CheckReport{Dir: dir}, err
 	}
+	root := dir
+	if single {
+		root = filepath.Dir(filepath.Clean(dir))
+	}
+	if !opts.Repair && inUse(fsys, root) {
+		fmt.Fprintf(w, "%s is in use by a running topicfs mount or Kafka broker (its .lock is held): files change while they are read, so the results below may show problems that are not there\n", root)
+	}
 	if opts.Repair {
 		// The lock is taken before anything is read, so that a mounted
 		// directory is refused even when it needs no repair, and no mount
 		// can start while the repair writes.
-		root := dir
-		if single {
-			root = filepath.Dir(filepath.Clean(dir))
-		}
 		lock, err := engine.LockDir(fsys, root)
 		if err != nil {
 			return CheckReport{Dir: dir}, fmt.Errorf("check --repair: %w", err)
@@ -173,6 +176,21 @@ func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 	after.Before = &before
 	printReport(w, &after, false)
 	return after, nil
+}
+
+// inUse reports whether a mount or broker holds the data directory's lock.
+// It probes by taking the lock and releasing it at once, and only when the
+// .lock file exists: a plain check creates nothing.
+func inUse(fsys vfs.FS, root string) bool {
+	if _, err := fsys.Stat(filepath.Join(root, engine.LockFile)); err != nil {
+		return false
+	}
+	lock, err := engine.LockDir(fsys, root)
+	if err != nil {
+		return errors.Is(err, engine.ErrLocked)
+	}
+	_ = lock.Close()
+	return false
 }
 
 // checkDir checks dir (a single partition directory when single) without

@@ -119,3 +119,33 @@ func TestDumpActiveSegmentIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSaysDirectoryIsInUse: check of a data directory, or of one of its
+// partitions, while a mount holds its lock says so on its first line (what
+// it reads may change under it) and still checks; once the lock is released
+// the line goes away.
+func TestCheckSaysDirectoryIsInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quiet()})
+	require.NoError(t, err)
+	tp, err := d.CreateTopic("live", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, _, err = p.Append([]record.Record{{Timestamp: 1_700_000_000_000, Value: []byte("x")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	for _, target := range []string{dir, filepath.Join(dir, "live-0")} {
+		var out bytes.Buffer
+		rep, err := Check(&out, target, CheckOptions{})
+		require.NoError(t, err)
+		first, _, _ := strings.Cut(out.String(), "\n")
+		assert.Contains(t, first, "in use by a running topicfs mount", target)
+		assert.Len(t, rep.Partitions, 1, "it still checks")
+	}
+	require.NoError(t, d.Close())
+	var out bytes.Buffer
+	_, err = Check(&out, dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, out.String(), "in use")
+}

@@ -355,6 +355,24 @@ type recordJSON struct {
 
 // dumpLog prints a .log file (or a KRaft .checkpoint snapshot): one line per
 // batch and, with deep iteration, one per record.
+// partialBatch reports whether the bytes at pos, which run past size, can be
+// a batch cut short by a crash (reported only, as Kafka does): fewer bytes
+// than a header up to its magic byte, or a header with a valid length and
+// magic (0, 1 or 2; at byte 16 in every format).
+func partialBatch(f io.ReaderAt, pos, size int64) bool {
+	const upToMagic, minEntry = 17, 14
+	if size-pos < upToMagic {
+		return true
+	}
+	var hdr [upToMagic]byte
+	if _, err := f.ReadAt(hdr[:], pos); err != nil {
+		return false
+	}
+	length := int32(binary.BigEndian.Uint32(hdr[8:12]))
+	magic := int8(hdr[16])
+	return length >= minEntry && magic >= 0 && magic <= 2
+}
+
 func (d *dumper) dumpLog(path string) {
 	name := filepath.Base(path)
 	if !d.opts.JSON {
@@ -397,6 +415,12 @@ func (d *dumper) dumpLog(path string) {
 	)
 	for {
 		b, err := record.ReadAt(f, pos, size, buf)
+		if errors.Is(err, record.ErrTruncated) && !partialBatch(f, pos, size) {
+			// Not the start of a batch cut short: garbage fails the dump
+			// whatever its length.
+			d.fail("dump: %s: position %d: %w: %v", path, pos, record.ErrCorrupt, err)
+			break
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, record.ErrTruncated) {
 			break
 		}

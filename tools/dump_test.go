@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,45 @@ func TestDumpCorruptEntryFails(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.Contains(t, out.String(), "Found 40 invalid bytes at the end of 00000000000000000000.log")
 	assert.Contains(t, errOut.String(), fmt.Sprintf("position %d", st.Size()))
+}
+
+// TestDumpGarbageFailsWhateverItsSize: a .log of random bytes fails the
+// dump (exit 1) whether the first length field runs past the end of the
+// file or not; it used to pass when it did (a 17-byte file). A real batch
+// cut short is still only reported, as Kafka does.
+func TestDumpGarbageFailsWhateverItsSize(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{17, 40, 100 << 10} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		binary.BigEndian.PutUint32(data[8:], 1<<30) // runs past the end
+		data[16] = 0x55                             // no magic
+		p := filepath.Join(dir, fmt.Sprintf("%020d.log", n))
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		var out, errOut bytes.Buffer
+		err := Dump(&out, &errOut, []string{p}, DumpOptions{})
+		require.ErrorIs(t, err, record.ErrCorrupt, "%d bytes of garbage", n)
+		assert.Contains(t, errOut.String(), "topicfs dump: "+p+": position 0: ")
+	}
+
+	logPath, _ := writeLog(t, t.TempDir(), []record.Record{rec(0, 1, "k", "v"), rec(1, 2, "", "w")})
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(logPath, data[:len(data)-5], 0o644))
+	var out bytes.Buffer
+	require.NoError(t, Dump(&out, io.Discard, []string{logPath}, DumpOptions{}), "a batch cut short is no error")
+	assert.Contains(t, out.String(), "invalid bytes at the end")
+}
+
+// TestDumpBadSnapshotSaysDump: a bad producer snapshot is reported as
+// "topicfs dump: PATH: ...", like every other dump error.
+func TestDumpBadSnapshotSaysDump(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "00000000000000000000.snapshot")
+	require.NoError(t, os.WriteFile(p, []byte("not a snapshot at all"), 0o644))
+	var out, errOut bytes.Buffer
+	require.ErrorIs(t, Dump(&out, &errOut, []string{p}, DumpOptions{}), ErrCorruptSnapshot)
+	assert.True(t, strings.HasPrefix(errOut.String(), "topicfs dump: "+p+": corrupt producer snapshot"), errOut.String())
 }

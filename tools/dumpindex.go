@@ -325,7 +325,7 @@ func (d *dumper) dumpSnapshot(path string) {
 	entries, err := ParseProducerSnapshot(data)
 	if err != nil {
 		// Kafka prints the CorruptSnapshotException message on stderr.
-		d.fail("%w", err)
+		d.fail("dump: %s: %w", path, err)
 		return
 	}
 	for _, e := range entries {

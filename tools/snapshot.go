@@ -9,7 +9,7 @@ import (
 
 // ErrCorruptSnapshot reports a producer snapshot with an unknown version, a
 // bad CRC or a size that does not match its entry count.
-var ErrCorruptSnapshot = errors.New("tools: corrupt producer snapshot")
+var ErrCorruptSnapshot = errors.New("corrupt producer snapshot")
 
 // Producer state snapshot (<offset>.snapshot, docs/FORMATS.md §7), big-endian:
 //

@@ -99,7 +99,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	// A log line written after whoever reads stderr went away must not end
 	// the file system.
 	ignoreSIGPIPE()
-	goRun := followGoRun()
+	goRun := followGoRun(sigs)
 	interrupted := func() bool {
 		select {
 		case sig := <-sigs:
@@ -144,6 +144,10 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	}()
 	if within(dataDir, mnt) {
 		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, mnt)
+	}
+	if other, ok := topicfsMountOf(dataDir); ok {
+		// Its files are topics, not a disk: .lock cannot even be created.
+		return e.fail(cmd, "data directory %s is inside the topicfs mount at %s; choose a data directory on a disk", dataDir, other)
 	}
 	if o.readOnly {
 		if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
@@ -258,12 +262,20 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	case sig := <-sigs:
 		logger.Info("unmounting", "signal", sig.String(), "mountpoint", mnt)
 		go func() {
-			// A second signal, or a shutdown that hangs, exits at once.
-			select {
-			case sig := <-sigs:
-				forceExit(sig.String() + " again")
-			case <-time.After(shutdownDeadline):
-				forceExit(fmt.Sprintf("shutdown still running after %v", shutdownDeadline))
+			// A second SIGINT or SIGTERM, or a shutdown that hangs, exits at
+			// once. The go run parent's death signal never counts: go run
+			// forwards the first SIGTERM and then dies.
+			deadline := time.After(shutdownDeadline)
+			for {
+				select {
+				case sig := <-sigs:
+					if sig == parentDeathSignal {
+						continue
+					}
+					forceExit(sig.String() + " again")
+				case <-deadline:
+					forceExit(fmt.Sprintf("shutdown still running after %v", shutdownDeadline))
+				}
 			}
 		}()
 		unmount(srv.Unmount, mnt, served, logger)

@@ -19,26 +19,33 @@ import (
 // down with the first log line after head exited.)
 func ignoreSIGPIPE() { signal.Ignore(syscall.SIGPIPE) }
 
+// parentDeathSignal is what the kernel sends when a go run parent dies. It
+// is not SIGTERM: go run forwards a SIGTERM to topicfs and then dies, so the
+// parent-death signal follows a shutdown already under way and must not
+// count as the second signal that exits without a clean shutdown.
+const parentDeathSignal = syscall.SIGHUP
+
 // followGoRun makes the mount follow a `go run` that started it: when the
-// parent process is the go command, the kernel sends SIGTERM to topicfs
-// when that parent dies (PR_SET_PDEATHSIG), and topicfs then unmounts as on
-// any SIGTERM. `go run` dies of a SIGTERM without passing it on, which
-// used to leave the real mount running after `kill` of the go run process.
-// Any other parent (a shell, systemd, the mount helper, which exits as soon
-// as the mount is ready) is left alone: there the mount outlives it by
-// design. It reports whether it armed the signal.
-func followGoRun() bool {
+// parent process is the go command, the kernel sends parentDeathSignal to
+// topicfs when that parent dies (PR_SET_PDEATHSIG), and topicfs then
+// unmounts cleanly as on SIGTERM. A `go run` killed with SIGKILL passes
+// nothing on, which used to leave the real mount running. Any other parent
+// (a shell, systemd, the mount helper, which exits as soon as the mount is
+// ready) is left alone: there the mount outlives it by design. sigs gets
+// the signal; followGoRun reports whether it armed it.
+func followGoRun(sigs chan<- os.Signal) bool {
 	ppid := os.Getppid()
 	comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(ppid), "comm"))
 	if err != nil || strings.TrimSpace(string(comm)) != "go" {
 		return false
 	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
+	signal.Notify(sigs, parentDeathSignal)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(parentDeathSignal), 0, 0, 0); err != nil {
 		return false
 	}
 	if os.Getppid() != ppid {
 		// The parent died before the signal was armed.
-		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		_ = syscall.Kill(os.Getpid(), parentDeathSignal)
 	}
 	return true
 }
