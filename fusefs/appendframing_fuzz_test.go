@@ -8,7 +8,7 @@ import (
 
 // FuzzAppendFraming writes data to an append handle (plain lines, no key,
 // linger.ms 0) in pieces cut at the bytes of cuts, with max.message.bytes
-// maxMessage, then closes it, and compares what was appended with the lines
+// maxMessage, then closes and releases it, and compares what was appended with the lines
 // of data (the final unterminated one included). Writes fail with
 // EMSGSIZE or not at all. Every stored record is a whole line of data, in
 // order, and fits max.message.bytes: no prefix or joined piece of a refused
@@ -45,7 +45,8 @@ func FuzzAppendFraming(f *testing.F) {
 			}
 			rest = rest[n:]
 		}
-		_ = h.flush()
+		_ = h.flush()   // close(2)
+		_ = h.release() // the last descriptor gone: the final line becomes a record
 		j := 0
 		for i, got := range p.got {
 			for j < len(lines) && string(lines[j]) != got {

@@ -3,6 +3,9 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"strconv"
 	"syscall"
@@ -233,9 +236,26 @@ func (h *appendHandle) tailError() error {
 	}
 	r, err := h.parse(tail)
 	if err != nil {
+		if h.mayStillComplete(tail) {
+			return nil
+		}
 		return err
 	}
 	return h.check(r.Key, recordSize(&r), h.keyRequired())
+}
+
+// mayStillComplete reports whether more bytes could still make the
+// unterminated line tail a record: a JSON object cut short, or a keyed
+// plain line that has no separator yet. Such a tail is not an error at a
+// FLUSH, which may come from one of several descriptors sharing the file
+// (`(printf '{"value":'; echo '"x"}') > append.jsonl`); RELEASE judges it.
+func (h *appendHandle) mayStillComplete(tail []byte) bool {
+	if h.jsonl {
+		var v any
+		err := json.NewDecoder(bytes.NewReader(tail)).Decode(&v)
+		return err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)
+	}
+	return h.lc.parseKey && h.lc.separator != "" && !bytes.Contains(tail, []byte(h.lc.separator))
 }
 
 // keepTail ends the hold of a FLUSH on the unterminated line: the handle
