@@ -331,3 +331,33 @@ func TestNewUserGrowingLinesTailFollow(t *testing.T) {
 	}
 	requireAlive(t, m)
 }
+
+// TestRecordAboveSegmentBytesRefusedAtWrite: a record that fits
+// max.message.bytes but not segment.bytes is refused by the write that
+// carries it (EMSGSIZE, as a broker answers RECORD_BATCH_TOO_LARGE), not
+// accepted and then lost in the background with the records batched beside
+// it. Found by TestModel.
+func TestRecordAboveSegmentBytesRefusedAtWrite(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	m.Sh(t, `mkdir $MNT/t; echo segment.bytes=50000 > $MNT/t/config`)
+	out := m.Sh(t, `python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for i, line in enumerate([b"{\"value\":\"c\"}\n", b"{\"value\":\"" + b"x"*60000 + b"\"}\n", b"{\"value\":\"d\"}\n"]):
+    try:
+        os.write(fd, line)
+        print(i, "ok")
+    except OSError as e:
+        print(i, e.errno)
+os.close(fd)
+' $MNT/t/append.jsonl`)
+	assert.Equal(t, "0 ok\n1 90\n2 ok\n", out, "only the write of the too-large record fails, with EMSGSIZE")
+	assert.Equal(t, "c\nd\n", m.Sh(t, `cat $MNT/t/0/records`))
+
+	// (bash -e would stop the group at the refused line: each step's status
+	// is kept instead.)
+	out = m.Sh(t, `{ echo a; head -c 60000 /dev/zero | tr '\0' x || echo "tr $?" >&3; echo || echo "echo $?" >&3; echo b; } 3>&1 >$MNT/t/append 2>/dev/null`)
+	assert.Equal(t, "tr 1\necho 1\n", out, "tr's write and the echo ending the refused line fail")
+	assert.Equal(t, "c\nd\na\nb\n", m.Sh(t, `cat $MNT/t/0/records`), "topic-level append: the lines around it are stored")
+	requireAlive(t, m)
+}
