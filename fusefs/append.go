@@ -962,21 +962,31 @@ func (h *appendHandle) keep() {
 		pb.dirty = false
 		for i := pb.stable; i < len(pb.recs); i++ {
 			r := &pb.recs[i]
-			if r.Key != nil {
-				s := len(h.arena)
-				h.arena = append(h.arena, r.Key...)
-				r.Key = h.arena[s:len(h.arena):len(h.arena)]
-			}
-			if r.Value != nil {
-				s := len(h.arena)
-				h.arena = append(h.arena, r.Value...)
-				r.Value = h.arena[s:len(h.arena):len(h.arena)]
-			}
+			r.Key = h.keepBytes(r.Key)
+			r.Value = h.keepBytes(r.Value)
 		}
 		pb.stable = len(pb.recs)
 	}
 	h.dirty = h.dirty[:0]
 }
+
+// keepBytes copies b into the arena. nil (a null key or value) stays nil
+// and an empty b stays empty but not nil: a slice of a still-nil arena
+// would be nil, turning an empty line into a tombstone.
+func (h *appendHandle) keepBytes(b []byte) []byte {
+	switch {
+	case b == nil:
+		return nil
+	case len(b) == 0:
+		return emptyBytes
+	}
+	s := len(h.arena)
+	h.arena = append(h.arena, b...)
+	return h.arena[s:len(h.arena):len(h.arena)]
+}
+
+// emptyBytes is the one empty, non-nil key or value pending records share.
+var emptyBytes = []byte{}
 
 // arenaFree reports whether no pending record and no record in flight
 // aliases the arena. The caller holds h.mu.

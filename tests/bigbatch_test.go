@@ -361,3 +361,15 @@ os.close(fd)
 	assert.Equal(t, "c\nd\na\nb\n", m.Sh(t, `cat $MNT/t/0/records`), "topic-level append: the lines around it are stored")
 	requireAlive(t, m)
 }
+
+// TestEmptyLineIsAnEmptyValue: an empty line is a record with an empty
+// value, never a tombstone, also when it is the first line a handle
+// batches (linger.ms > 0 keeps it pending in the handle's arena, which was
+// still nil then). Found by TestModel.
+func TestEmptyLineIsAnEmptyValue(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	m.Sh(t, `mkdir $MNT/t; printf '\n' > $MNT/t/0/append; printf '\n\n' > $MNT/t/0/append; printf '\na\n' > $MNT/t/append`)
+	m.Sh(t, `printf '{"key":"","value":""}\n' > $MNT/t/0/append.jsonl`)
+	got := m.Sh(t, `jq -c '[.key, .value]' $MNT/t/0/records.jsonl`)
+	assert.Equal(t, "[null,\"\"]\n[null,\"\"]\n[null,\"\"]\n[null,\"\"]\n[null,\"a\"]\n[\"\",\"\"]\n", got)
+}
