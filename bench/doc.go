@@ -32,4 +32,9 @@
 //
 // The mount workloads run the real topicfs binary (Options.Binary) on
 // temporary mountpoints and always unmount, lazily if need be.
+//
+// Owns: the workloads, their baselines and the result table. Imports:
+// engine/..., policies and golang.org/x/sys/unix; the mount workloads run the
+// topicfs binary instead of importing fusefs, so bench must not import
+// fusefs, go-fuse or internal/cli (internal/archtest).
 package bench

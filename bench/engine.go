@@ -50,9 +50,10 @@ func (r *runner) reps() int {
 
 // targetReps is how many times a row with a throughput ratio target
 // repeats, topicfs and baseline runs interleaved, the best of each
-// counting: these shared VMs move ±20% from one second to the next (steal
-// time, neighbours), and the best of several runs measures both sides at
-// their quietest instead of one side in a bad second.
+// counting: a shared machine's speed moves from one second to the next
+// (steal time, neighbours), and the best of several runs measures both
+// sides at their quietest instead of one side in a bad second
+// (docs/PERFORMANCE.md, "The machine").
 func (r *runner) targetReps() int {
 	if r.opts.Quick {
 		return 1

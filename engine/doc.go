@@ -21,4 +21,11 @@
 //
 // The engine knows nothing of FUSE or of the background policies. All file
 // access goes through engine/vfs so tests can inject faults and crashes.
+//
+// Owns: the on-disk log (segments, indexes, checkpoints, recovery, the
+// .cleaned/.swap protocol) and its Go API (LogDir, Partition, Reader).
+// Imports: only the standard library, golang.org/x/sys/unix and its own
+// subpackages (engine/record brings klauspost/compress and pierrec/lz4).
+// Must not import fusefs, go-fuse, policies or any internal/ package;
+// internal/archtest enforces this.
 package engine

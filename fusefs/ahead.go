@@ -6,8 +6,9 @@ import "sync"
 // consumer will ask for next (rendered view chunks, loaded .log chunks),
 // in order, each at a position: up to len(ring) of them wait. The goroutine
 // goes on from one item to the next while there is room, so it never waits
-// to be asked: a goroutine started, or woken, per item began 50-240 µs late
-// on these VMs (a halted vCPU), a third of an item's time. The consumer
+// to be asked: a goroutine started, or woken, per item starts only when the
+// scheduler gets to it, a delay every item would pay on top of its own
+// time (docs/PERFORMANCE.md, "Mount read"). The consumer
 // takes items by position; asking for another position (a seek) drops what
 // waits and stops the goroutine after the item it is making.
 type workAhead[T any] struct {

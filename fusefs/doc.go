@@ -111,4 +111,10 @@
 // committed at close as a torn record. Keyless records of a topic-level
 // append go round robin by batch, starting at a different partition for
 // each open.
+//
+// Owns: the FUSE node tree, the rendering of views, the framing and
+// batching of appends, and the errno mapping. Imports: engine/...,
+// policies (for Scheduler and State only), internal/panics and go-fuse; it
+// is the only package besides internal/cli (which mounts) that imports
+// go-fuse (internal/archtest).
 package fusefs

@@ -423,10 +423,11 @@ var (
 // nothing in this package, but go-fuse allocates a few hundred bytes per
 // request, and the heap's goal is twice the live heap, which the idle read
 // buffers (free lists, go-fuse's request buffers) make large: without a
-// collection that garbage took fresh pages cat after cat and the mount's
-// resident memory rose by about 0.3 MiB per 512 MiB read until it reached
-// the goal. A collection per 256 MiB read costs well under 1% of the CPU
-// the reads took, and the next reader reuses the freed pages.
+// collection that garbage takes fresh pages cat after cat and the mount's
+// resident memory creeps up until it reaches the goal. A collection every
+// collectAfter bytes costs little next to the reads that produced the
+// garbage, and the next reader reuses the freed pages (docs/PERFORMANCE.md,
+// "Memory").
 func collectAfterRead(n int64) {
 	if readSinceGC.Add(n) < collectAfter || !collecting.CompareAndSwap(false, true) {
 		return

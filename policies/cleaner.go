@@ -56,8 +56,9 @@ type cleaner struct {
 // or below the map's latest offset) into c.hashes (0 for the others) and
 // touches their slots (OffsetMap.Touch) so that the lookups' memory misses
 // overlap instead of coming one after the other. The cleaner's time was
-// mostly such misses: a 128 MiB map is far larger than the caches.
-// (Touching before the map's Puts measured no gain.)
+// mostly such misses: a map of the default size is far larger than the
+// CPU caches. Only lookups are touched, not the map's Puts
+// (docs/PERFORMANCE.md, "Cleaner").
 func (c *cleaner) touchKeys(m *OffsetMap, recs []record.Record) {
 	hs := c.hashes[:0]
 	latest := m.LatestOffset()

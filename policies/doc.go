@@ -26,4 +26,9 @@
 //
 // Tests drive passes synchronously with RunRetention and RunCleaner and inject
 // a clock through Options.Now.
+//
+// Owns: when to roll, delete and compact, the cleaner's rewrite, and the
+// per-partition policy state fusefs shows in stats. Imports: engine/...
+// and internal/panics. Must not import fusefs or go-fuse: the engine does
+// the file work, the mount only reads State (internal/archtest).
 package policies

@@ -13,4 +13,9 @@
 //	if err != nil || len(rep.Problems()) > 0 {
 //		os.Exit(1)
 //	}
+//
+// Owns: the offline dump and check tools. Imports: engine/... (and the
+// codecs engine/record uses). Must not import fusefs, go-fuse or policies:
+// the tools work on a data directory that no mount holds
+// (internal/archtest).
 package tools

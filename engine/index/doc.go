@@ -26,6 +26,10 @@
 // published atomically after the entry's bytes are written, so readers see a
 // consistent prefix. TruncateTo, Reset, Trim and Close need exclusive access:
 // no concurrent readers or writers.
+//
+// Owns: the .index, .timeindex and .txnindex formats. Imports: only the
+// standard library, golang.org/x/sys/unix and engine/vfs. Must not import
+// the rest of engine, fusefs, go-fuse or policies (internal/archtest).
 package index
 
 import "errors"

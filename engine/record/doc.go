@@ -45,4 +45,8 @@
 // The byte layouts are documented above their encoders and decoders:
 // batch.go (v2 header), decode.go (v2 record), varint.go, legacy.go,
 // snappy.go, lz4.go, compress.go (codec framing), control.go (markers).
+//
+// Owns: the batch and record byte formats and the codecs. Imports: only the
+// standard library, klauspost/compress and pierrec/lz4. Must not import the
+// rest of engine, fusefs, go-fuse or policies (internal/archtest).
 package record

@@ -63,10 +63,10 @@ func benchFlags(fs *flag.FlagSet, e *env) func([]string) int {
 		}
 		opts.Binary = exe
 		// The engine rows run in this process: give it the Ps `topicfs
-		// mount` runs the engine with. At the CPU count each 1 MiB pread of
-		// the engine's Reader lost its P to sysmon (both Ps busy), and the
-		// hand-offs showed as run-queue waits: engine read 0.56-0.70 of cat
-		// (median 0.61) against 0.65-0.78 (0.70) in interleaved runs.
+		// mount` runs the engine with, so the rows measure the engine as the
+		// mount runs it. At the CPU count, a Reader's pread that blocks while
+		// every P is busy loses its P to sysmon and waits in the run queue
+		// for another (docs/PERFORMANCE.md, "Engine read").
 		prev := runtime.GOMAXPROCS(0)
 		if _, raised := raiseProcs(); raised {
 			defer runtime.GOMAXPROCS(prev)

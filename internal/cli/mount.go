@@ -163,8 +163,9 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		ReadOnly:  o.readOnly,
 		Logger:    logger,
 		// No OverlapWrites: the mount's appends run beside FUSE request
-		// handling, which keeps the CPUs busy; a write goroutine polling
-		// beside them cost 30-60% more mount CPU per MiB appended.
+		// handling, which keeps the CPUs busy, and a write goroutine
+		// polling beside them takes CPU from it (docs/PERFORMANCE.md,
+		// "Mount append").
 	})
 	if err != nil {
 		if errors.Is(err, engine.ErrLocked) {
@@ -370,10 +371,8 @@ func mountErr(err error) error {
 // request wakes must get a P before it can serve it, and with GOMAXPROCS
 // at the CPU count the read-ahead, loader and append goroutines often held
 // all of them, so the request waited for one to block or be preempted. Two
-// spare Ps let it run at once (the kernel then shares the CPUs). Measured
-// on 2 CPUs, interleaved runs of topicfs bench: cat into append 1016-1119
-// MB/s with 4 Ps against 802-1011 with 2; cat of records about the same
-// (1831-2324 against 1976-2194, the same hours).
+// spare Ps let it run at once (the kernel then shares the CPUs); the
+// figures are in docs/PERFORMANCE.md, "Mount append".
 const extraProcs = 2
 
 // raiseProcs raises GOMAXPROCS by extraProcs unless the GOMAXPROCS

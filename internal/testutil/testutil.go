@@ -1,6 +1,3 @@
-// Package testutil holds helpers shared by the tests of several packages:
-// file trees (engine, tools) and guarded buffers (engine/record, fusefs).
-// Only tests import it.
 package testutil
 
 import (
