@@ -27,16 +27,8 @@ type PartitionOptions struct {
 	FirstDirty     int64 // from cleaner-offset-checkpoint; -1 unknown
 	CleanShutdown  bool  // skip recovery scanning
 	ReadOnly       bool  // never write, never truncate (recover in memory)
-	// OverlapWrites hands a large append's finished pieces to a write
-	// goroutine that writes them while the next are encoded (the two poll
-	// for each other). Off by default: since the active segment has blocks
-	// reserved ahead (prealloc.go) the kernel's write is cheap enough that
-	// on two CPUs it gained nothing (1 KiB values, five runs each: 1840
-	// MB/s mean with it, 1873 without) at 2.3-2.4 CPUs instead of 1.3-1.4.
-	// It may pay where encoding costs more than writing and a CPU is free.
-	OverlapWrites bool
-	Logger        *slog.Logger
-	Now           func() time.Time // nil = time.Now
+	Logger         *slog.Logger
+	Now            func() time.Time // nil = time.Now
 }
 
 // PartitionStats are a partition's counters since it was opened.
@@ -87,7 +79,6 @@ type Partition struct {
 	w  struct {
 		encBuf    []byte // encoded batches of the pending run
 		run       appendRun
-		pipe      runWriter    // writes the run's finished chunks while the next are encoded
 		params    appendParams // parsed config of the last append call
 		recBuf    []record.Record
 		lineRecs  []record.Record // AppendLines' records on compressed topics
@@ -123,7 +114,6 @@ type batchSpan struct {
 // directory dir and recovers it (see recovery.go).
 func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions) (*Partition, error) {
 	p := &Partition{fs: fsys, dir: dir, topic: topic, id: id, opts: opts, logger: opts.Logger, now: opts.Now}
-	p.w.pipe = newRunWriter(opts.OverlapWrites)
 	if p.logger == nil {
 		p.logger = slog.Default()
 	}
@@ -227,8 +217,7 @@ type appendParams struct {
 	rollMs    int64 // segment.ms, capped by max.compaction.lag.ms on compacted topics
 	now       time.Time
 	nowMs     int64
-	lastGroup bool // the call's last group is being placed
-	runLimit  int  // write the run when it reaches this many bytes (maxRunBytes)
+	runLimit  int // write the run when it reaches this many bytes (maxRunBytes)
 }
 
 // appendParamsLocked derives the call's parameters; the parsed config
@@ -285,11 +274,10 @@ func (p *Partition) AppendEach(groups [][]record.Record) (first, last int64, err
 // before a roll and at the end.
 func (p *Partition) appendGroups(groups [][]record.Record) (first, last int64, err error) {
 	return p.appendWith(func(ap *appendParams) error {
-		for i, recs := range groups {
+		for _, recs := range groups {
 			if len(recs) == 0 {
 				continue
 			}
-			ap.lastGroup = i == len(groups)-1
 			if err := p.appendGroupLocked(recs, ap); err != nil {
 				return err
 			}
@@ -314,7 +302,6 @@ func (p *Partition) AppendLines(lines []byte, batchBytes int) (first, last int64
 		return end, end - 1, fmt.Errorf("engine: AppendLines: lines must end with a newline")
 	}
 	return p.appendWith(func(ap *appendParams) error {
-		ap.lastGroup = true
 		if ap.codec != record.None {
 			return p.appendLineGroupsLocked(lines, batchBytes, ap)
 		}
@@ -336,7 +323,7 @@ func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendPa
 		rest = rest[used:]
 		b := batchSpan{start: start, end: len(buf), first: spec.BaseOffset,
 			last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
-		if err := p.placeLocked(b, ap, len(rest) > 0); err != nil {
+		if err := p.placeLocked(b, ap); err != nil {
 			return err
 		}
 	}
@@ -383,7 +370,6 @@ func (p *Partition) appendLineGroupsLocked(lines []byte, batchBytes int, ap *app
 		size += i + 8
 		rest = rest[i+1:]
 		if size >= batchBytes || len(rest) == 0 {
-			ap.lastGroup = len(rest) == 0
 			if err := p.appendGroupLocked(recs, ap); err != nil {
 				return err
 			}
@@ -468,7 +454,6 @@ func (p *Partition) appendGroupLocked(recs []record.Record, ap *appendParams) er
 	mark := p.w.run.mark(len(p.w.encBuf))
 	err := p.encodeGroupLocked(recs, spec, ap)
 	if err != nil {
-		p.unsubmitLocked(mark)
 		p.w.run.rewind(mark, &p.w.encBuf)
 	}
 	return err
@@ -520,6 +505,14 @@ func sequentialError(err error) error {
 	}
 }
 
+// appendBatchBytes is the size at which Append cuts an uncompressed group
+// into batches (a soft limit: a larger record gets a batch of its own, up
+// to max.message.bytes), so that a large Append is several batches rather
+// than one of max.message.bytes: a reader or consumer fetches it piece by
+// piece. Producers' batches are 16 KiB by default; nothing in Kafka depends
+// on where records are cut into batches.
+const appendBatchBytes = 256 << 10
+
 // encodeGroupLocked encodes recs batch by batch into the run.
 func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpec, ap *appendParams) error {
 	nowMs, maxBytes := ap.nowMs, ap.maxBytes
@@ -547,7 +540,7 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 			}
 			b := batchSpan{start: start, end: len(buf), first: spec.BaseOffset,
 				last: spec.BaseOffset + int64(info.Records) - 1, maxTs: info.MaxTimestamp, count: info.Records}
-			if err := p.placeLocked(b, ap, k+info.Records < len(recs)); err != nil {
+			if err := p.placeLocked(b, ap); err != nil {
 				return err
 			}
 			k += info.Records
@@ -587,8 +580,8 @@ func (p *Partition) encodeGroupLocked(recs []record.Record, spec record.BatchSpe
 		}
 		// Placing may write the run and move a batch down to the new end of
 		// the run; the spans after it stay where they are.
-		for j, sp := range spans {
-			if err := p.placeLocked(sp, ap, i < len(rb) || j < len(spans)-1); err != nil {
+		for _, sp := range spans {
+			if err := p.placeLocked(sp, ap); err != nil {
 				return err
 			}
 		}
@@ -687,14 +680,11 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		record.SetLogAppendTime(buf, maxTs)
 	}
 	ap := p.appendParamsLocked(cfg, now)
-	ap.lastGroup = true
-	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap, false)
+	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
 	if err == nil {
 		err = p.writeRunLocked()
 	}
 	if err != nil {
-		_ = p.w.pipe.wait() // the error is err's or after it
-		p.w.pipe.err = nil
 		p.w.run.drop() // a failed place or write leaves nothing pending
 		p.w.encBuf = p.w.encBuf[:0]
 	}
@@ -745,7 +735,6 @@ type appendRun struct {
 	pos0    int64        // segment size when the run started
 	ib      indexBuilder // seg.w.ib when the run started (restored on failure)
 	end     int          // bytes of encBuf in the run
-	sub     int          // bytes of the run handed to the write goroutine (or written)
 	next    int64        // next offset after the run
 	entries int          // index entries planned among batches
 	batches []runBatch
@@ -794,7 +783,7 @@ func (r *appendRun) rewind(m runMark, buf *[]byte) {
 
 func (r *appendRun) drop() {
 	r.seg = nil
-	r.end, r.entries, r.sub = 0, 0, 0
+	r.end, r.entries = 0, 0
 	r.batches = r.batches[:0]
 	r.gen++
 }
@@ -807,13 +796,12 @@ func (p *Partition) nextOffsetLocked() int64 {
 	return p.logEnd.Load()
 }
 
-// placeLocked adds the batch encoded at encBuf[sp.start:sp.end] to the run;
-// more says that the group has more batches after it.
+// placeLocked adds the batch encoded at encBuf[sp.start:sp.end] to the run.
 // Everything in the buffer from the end of the run on is batches not placed
 // yet, in order; it is the first of them. If it belongs in a new segment,
 // placeLocked writes the run and rolls first. If the run was written (then
 // it is empty), it moves down to the run's end. Callers hold mu.
-func (p *Partition) placeLocked(sp batchSpan, ap *appendParams, more bool) error {
+func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
 	b := runBatch{batchSpan: sp}
 	r := &p.w.run
 	cfg := ap.cfg
@@ -865,9 +853,6 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams, more bool) error
 	if r.end >= ap.runLimit {
 		return p.writeRunLocked()
 	}
-	if more || !ap.lastGroup {
-		p.maybeSubmitLocked()
-	}
 	return nil
 }
 
@@ -885,9 +870,11 @@ func (p *Partition) writeRunLocked() error {
 		r.drop()
 		p.w.encBuf = p.w.encBuf[:0]
 	}()
-	// The bytes before r.sub went to the write goroutine; the rest are
-	// written here, after it finished (one write in flight at a time).
-	err := p.finishLocked()
+	var err error
+	if r.end > 0 {
+		p.reserveLocked(r.seg, r.pos0+int64(r.end))
+		_, err = r.seg.log.WriteAt(p.w.encBuf[:r.end], r.pos0)
+	}
 	if len(r.batches) == 0 {
 		return nil
 	}
@@ -1391,7 +1378,6 @@ func (p *Partition) Close() error {
 		a.mu.Unlock()
 		p.releaseReserved(a)
 	}
-	p.w.pipe.stop()
 	p.mu.Unlock()
 	p.releaseAll()
 	p.notify()

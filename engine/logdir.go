@@ -70,10 +70,8 @@ type LogDirOptions struct {
 	Defaults  Config                       // zero value = DefaultConfig()
 	Overrides map[string]map[string]string // [topics.NAME] tables from mount.toml
 	ReadOnly  bool                         // take no lock, write nothing, recover in memory
-	// OverlapWrites is PartitionOptions.OverlapWrites for every partition.
-	OverlapWrites bool
-	Logger        *slog.Logger
-	Now           func() time.Time
+	Logger    *slog.Logger
+	Now       func() time.Time
 	// CheckpointInterval is how often a read-write LogDir writes the three
 	// checkpoint files in the background, as Kafka does every
 	// log.flush.offset.checkpoint.interval.ms, so that recovery after a
@@ -99,7 +97,6 @@ type LogDir struct {
 	defaults Config
 	over     map[string]map[string]string
 	readOnly bool
-	overlap  bool // PartitionOptions.OverlapWrites
 	log      *slog.Logger
 	now      func() time.Time
 	unlock   io.Closer // nil when read-only
@@ -140,7 +137,6 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		defaults: opts.Defaults,
 		over:     make(map[string]map[string]string, len(opts.Overrides)),
 		readOnly: opts.ReadOnly,
-		overlap:  opts.OverlapWrites,
 		log:      opts.Logger,
 		now:      opts.Now,
 	}
@@ -332,7 +328,6 @@ func (d *LogDir) load() error {
 				FirstDirty:     offsetOr(cleaner, tp),
 				CleanShutdown:  clean,
 				ReadOnly:       d.readOnly,
-				OverlapWrites:  d.overlap,
 				Logger:         d.log,
 				Now:            d.now,
 			})
@@ -651,7 +646,6 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 			LogStartOffset: 0,
 			FirstDirty:     -1,
 			CleanShutdown:  true, // nothing to recover in a new directory
-			OverlapWrites:  d.overlap,
 			Logger:         d.log,
 			Now:            d.now,
 		})

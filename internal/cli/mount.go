@@ -162,9 +162,6 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		Overrides: mc.Overrides,
 		ReadOnly:  o.readOnly,
 		Logger:    logger,
-		// No OverlapWrites: the mount's appends run beside FUSE request
-		// handling, which keeps the CPUs busy; a write goroutine polling
-		// beside them cost 30-60% more mount CPU per MiB appended.
 	})
 	if err != nil {
 		if errors.Is(err, engine.ErrLocked) {
