@@ -89,7 +89,6 @@ func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error
 		return end, end - 1, fmt.Errorf("engine: AppendEncoded: nothing encoded for this partition")
 	}
 	return p.appendWith(func(ap *appendParams) error {
-		ap.lastGroup = true
 		if ap.codec != record.None || ap.logAppend != e.lat {
 			return p.reencodeLocked(e, ap)
 		}
@@ -113,7 +112,7 @@ func (p *Partition) AppendEncoded(e *EncodedLines) (first, last int64, err error
 // and appending).
 func (p *Partition) reencodeLocked(e *EncodedLines, ap *appendParams) error {
 	var recs []record.Record
-	for i, b := range e.batches {
+	for _, b := range e.batches {
 		rb, err := record.Parse(e.buf[b.start:b.end])
 		if err != nil {
 			return fmt.Errorf("engine: re-encode: %w", err)
@@ -121,7 +120,6 @@ func (p *Partition) reencodeLocked(e *EncodedLines, ap *appendParams) error {
 		if recs, err = rb.Records(recs[:0]); err != nil {
 			return fmt.Errorf("engine: re-encode: %w", err)
 		}
-		ap.lastGroup = i == len(e.batches)-1
 		if err := p.appendGroupLocked(recs, ap); err != nil {
 			return err
 		}
@@ -131,14 +129,14 @@ func (p *Partition) reencodeLocked(e *EncodedLines, ap *appendParams) error {
 
 // placeEncodedLocked gives e's batches their offsets and places them.
 func (p *Partition) placeEncodedLocked(e *EncodedLines, ap *appendParams) error {
-	for i, b := range e.batches {
+	for _, b := range e.batches {
 		if int64(b.end-b.start) > ap.maxBytes {
 			return fmt.Errorf("%w: a %d-byte batch, limit %d", ErrRecordTooLarge, b.end-b.start, ap.maxBytes)
 		}
 		base := p.nextOffsetLocked()
 		record.SetBaseOffset(e.buf[b.start:b.end], base)
 		sp := batchSpan{start: b.start, end: b.end, first: base, last: base + int64(b.count) - 1, maxTs: b.maxTs, count: b.count}
-		if err := p.placeLocked(sp, ap, i < len(e.batches)-1); err != nil {
+		if err := p.placeLocked(sp, ap); err != nil {
 			return err
 		}
 	}

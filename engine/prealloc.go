@@ -7,10 +7,9 @@ import (
 // The active segment's .log gets disk blocks reserved ahead of its end
 // (fallocate with FALLOC_FL_KEEP_SIZE: the size, and so everything recovery
 // and readers see, is unchanged). A write into reserved blocks skips ext4's
-// delayed-allocation bookkeeping per page: measured on this project's VMs,
-// sequential 1 MiB writes ran at 3.6-4.0 GB/s into 8 MiB windows reserved
-// ahead against 2.6-2.9 GB/s into a plain file, and fsynced they were no
-// slower (545-646 against 476-560 MB/s). Kafka's preallocate=true sizes
+// delayed-allocation bookkeeping per page, which makes the kernel's writes
+// cheaper without making an fsync slower (docs/PERFORMANCE.md, engine
+// append). Kafka's preallocate=true sizes
 // the whole segment up front (and trims it at roll); this reserves a window
 // that grows with the segment, from preallocMin to preallocMax, so an idle
 // partition holds little more than it stores. The blocks past the end are

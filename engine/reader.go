@@ -25,11 +25,9 @@ import (
 // before blocking (see spinWait). With two or more CPUs the two share the
 // CRC checks: the prefetcher checks a sent chunk's batches from the back
 // while it waits for a free buffer, Next checks any batch it reaches first
-// (chunk.verify), so neither side idles while the other has work (measured
-// on 2 CPUs, 1 GiB of 99-byte records decoded with EachRecord: 0.55 of
-// cat's speed in 11 interleaved runs against 0.52 when the prefetcher
-// checked every batch). Either way a batch is checked before Next returns
-// it.
+// (chunk.verify), so neither side idles while the other has work
+// (docs/PERFORMANCE.md, engine read). Either way a batch is checked before
+// Next returns it.
 //
 // A Reader is not safe for concurrent use: one goroutine calls Next and
 // Close. The partition's writer may append concurrently; the reader stops at

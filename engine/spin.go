@@ -6,14 +6,12 @@ import (
 )
 
 // spinWait bounds how long one stage of a two-goroutine pipeline (the
-// Reader's caller and prefetcher, the appender and its write goroutine)
-// polls for the other before it blocks on the channel. A goroutine blocked
-// on a channel is woken through the scheduler on an idle thread (a futex
-// wake, an inter-processor interrupt in a VM): tens of microseconds per
-// hand-off, during which neither stage runs. Measured on 2 CPUs, 1 GiB of
-// 99-byte records: without polling both reader stages waited ~40% of the
-// time; appending 1 KiB values with a write goroutine woken by channel alone
-// overlapped nothing. Polling yields the CPU (sched_yield) so that on a
+// Reader's caller and prefetcher) polls for the other before it blocks on
+// the channel. A goroutine blocked on a channel is woken through the
+// scheduler on an idle thread (a futex wake, an inter-processor interrupt
+// in a VM), and during the hand-off neither stage runs; polling first keeps
+// both stages busy (docs/PERFORMANCE.md, engine read). Polling yields the
+// CPU (sched_yield) so that on a
 // loaded machine it gives way to the other stage or other processes instead
 // of burning a slice.
 const spinWait = 100 * time.Microsecond

@@ -202,10 +202,10 @@ func readAllLimit(r io.Reader, out []byte, limit int) ([]byte, error) {
 
 // zstd: a standard frame without checksum, as zstd-jni's ZstdOutputStream
 // writes. Kafka uses level 3 (klauspost's SpeedDefault); we use SpeedFastest
-// (level 1 equivalent): measured 2.2x faster encoding for ~1-2% larger
-// batches, and any zstd reader decodes either. (A 1 MiB window made no
-// measurable difference.) One Encoder and one Decoder are shared: EncodeAll
-// and DecodeAll may be called concurrently.
+// (level 1 equivalent): encoding is much faster for slightly larger batches
+// (docs/PERFORMANCE.md, engine append), and any zstd reader decodes either.
+// The window keeps its default size. One Encoder and one Decoder are
+// shared: EncodeAll and DecodeAll may be called concurrently.
 var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedFastest),

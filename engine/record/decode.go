@@ -349,15 +349,16 @@ func (base *runBase) resolve(r *Record) {
 // It checks the same framing as decodeRecordInto: the fields, key and value
 // end exactly at the record's last byte, its headersCount 0.
 //
-// One call decodes the whole run (no call per record: a fifth to a third
-// less time per record in BenchmarkEachRecord than calling a per-record
-// decoder). A record's leading fields are read from a fixed-size array view
-// of data[s:s+windowSize]; reads past the record's end inside the window are
+// One call decodes the whole run: no call per record, whose state would be
+// spilled and reloaded each time (docs/PERFORMANCE.md, engine read). A
+// record's leading fields are read from a fixed-size array view of
+// data[s:s+windowSize]; reads past the record's end inside the window are
 // harmless since the final checks reject such a record. The bytes after the
 // window (the record's last byte, valueLength, the key and value) are
 // reached with unsafe.Add from data's start, each after an explicit check
-// that it lies before the record's end (which is within data): without Go's
-// own bounds checks there a record decodes in 7-14% less time.
+// that it lies before the record's end (which is within data), which spares
+// Go's own bounds checks there and makes decoding cheaper
+// (docs/PERFORMANCE.md, engine read).
 // FuzzDecodeWindow and TestDecodeWindow hold it to decodeRecordInto, with the
 // data placed just before an unreadable page so that a read past it faults.
 func decodeRun(data []byte, s, i, count int, base *runBase, dst []Record, r *Record, fn func(*Record) error) (int, int, error) {

@@ -455,7 +455,8 @@ func finishSequential(orig, buf []byte, start, w, mark int, crc uint32, spec Bat
 	spec.putHeader(h, spec.attributes(None, horizon), HeaderSize+body-LogOverhead, lastDelta, baseTs, maxTs, n)
 	if mark == body0 {
 		// Nothing folded yet (a body under crcStride, still in cache): one
-		// pass over header and body costs less than a combination (~0.5 µs).
+		// pass over header and body costs less than a combination, which
+		// rebuilds a table (docs/PERFORMANCE.md, engine append).
 		crc = crc32.Checksum(buf[start+offAttributes:w], castagnoli)
 	} else {
 		crc = crc32.Update(crc, castagnoli, buf[mark:w])

@@ -162,10 +162,6 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		Overrides: mc.Overrides,
 		ReadOnly:  o.readOnly,
 		Logger:    logger,
-		// No OverlapWrites: the mount's appends run beside FUSE request
-		// handling, which keeps the CPUs busy, and a write goroutine
-		// polling beside them takes CPU from it (docs/PERFORMANCE.md,
-		// "Mount append").
 	})
 	if err != nil {
 		if errors.Is(err, engine.ErrLocked) {

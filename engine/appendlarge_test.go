@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,17 +48,12 @@ func batchSizes(t *testing.T, p *Partition) (sizes []int, counts []int) {
 	}
 }
 
-// TestAppendLargeGroupPipelined: a multi-MiB Append is cut into batches of
-// about appendBatchBytes (a larger record gets one of its own), written
-// partly by the write goroutine, and reads back whole and in order, on the
-// real file system and after a crash.
-func TestAppendLargeGroupPipelined(t *testing.T) {
-	for _, tc := range []struct {
-		fs     string
-		inline bool
-	}{{"os", false}, {"mem", false}, {"os", true}} {
-		fsName := tc.fs
-		t.Run(fmt.Sprintf("%s/inline=%v", tc.fs, tc.inline), func(t *testing.T) {
+// TestAppendLargeGroup: a multi-MiB Append is cut into batches of about
+// appendBatchBytes (a larger record gets one of its own) and reads back
+// whole and in order, on the real file system and after a crash.
+func TestAppendLargeGroup(t *testing.T) {
+	for _, fsName := range []string{"os", "mem"} {
+		t.Run(fsName, func(t *testing.T) {
 			var fs vfs.FS = vfs.OS
 			dir := filepath.Join(t.TempDir(), "t-0")
 			mem := vfs.NewMem()
@@ -68,19 +61,14 @@ func TestAppendLargeGroupPipelined(t *testing.T) {
 				fs, dir = mem, "/d/t-0"
 			}
 			cfg := DefaultConfig()
-			p := openTest(t, fs, dir, cfg, func(o *PartitionOptions) { o.OverlapWrites = !tc.inline })
-			// One batch, nothing to overlap: written in place.
+			p := openTest(t, fs, dir, cfg)
 			_, _, err := p.Append(kibRecs(200, 1024, 0, 0))
 			require.NoError(t, err)
-			assert.Nil(t, p.w.pipe.jobs, "a one-batch append is written in place")
 			recs := append(kibRecs(200, 1024, 0, 0), kibRecs(3000, 1024, 1500, 300<<10)...)
 			first, last, err := p.Append(recs[200:])
 			require.NoError(t, err)
 			assert.Equal(t, int64(200), first)
 			assert.Equal(t, int64(3199), last)
-			if runtime.GOMAXPROCS(0) >= 2 {
-				assert.Equal(t, !tc.inline, p.w.pipe.jobs != nil, "the write goroutine wrote part of the run unless inline")
-			}
 			sizes, counts := batchSizes(t, p)
 			total := 0
 			for i, sz := range sizes {
@@ -120,16 +108,16 @@ func TestAppendLargeGroupPipelined(t *testing.T) {
 	}
 }
 
-// TestAppendPipelinedWriteFails: whichever write of a pipelined run fails
-// (the goroutine's or the appender's last one), the call fails, nothing of
-// it is published or left in the file, and the partition appends on.
-func TestAppendPipelinedWriteFails(t *testing.T) {
-	for _, failAt := range []int{1, 2, 3} {
+// TestAppendLargeWriteFails: when the write of a large append's run fails
+// part way, the call fails, nothing of it is published or left in the
+// file, and the partition appends on.
+func TestAppendLargeWriteFails(t *testing.T) {
+	for _, failAt := range []int{1} {
 		t.Run(fmt.Sprintf("write %d", failAt), func(t *testing.T) {
 			mem := vfs.NewMem()
 			sw := &vfs.Switchable{}
 			cfg := DefaultConfig()
-			p := openTest(t, vfs.NewErrorFS(mem, sw), "/d/t-0", cfg, overlapWrites)
+			p := openTest(t, vfs.NewErrorFS(mem, sw), "/d/t-0", cfg)
 			defer p.Close()
 			_, _, err := p.Append(kibRecs(5, 100, 0, 0))
 			require.NoError(t, err)
@@ -145,15 +133,6 @@ func TestAppendPipelinedWriteFails(t *testing.T) {
 			}))
 			_, _, err = p.Append(kibRecs(1000, 1024, 0, 0))
 			sw.Set(nil)
-			if writes < failAt {
-				// How many writes a run takes depends on whether the write
-				// goroutine was idle when each batch was placed (a busy
-				// machine: fewer, larger ones); the fault never fired.
-				require.NoError(t, err)
-				require.Equal(t, int64(1005), p.LogEndOffset(), "5 + 1000 records")
-				t.Logf("the run took %d writes: write %d never happened", writes, failAt)
-				return
-			}
 			require.ErrorIs(t, err, enospc)
 			assert.Equal(t, int64(5), p.LogEndOffset())
 			assert.Equal(t, size0, p.active().Size())
@@ -170,41 +149,3 @@ func TestAppendPipelinedWriteFails(t *testing.T) {
 		})
 	}
 }
-
-// TestUnsubmitCutsRewoundBytes: a group rewound after part of it went to
-// the write goroutine leaves none of its bytes in the file.
-func TestUnsubmitCutsRewoundBytes(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("the write goroutine runs only with GOMAXPROCS >= 2")
-	}
-	mem := vfs.NewMem()
-	cfg := DefaultConfig()
-	p := openTest(t, mem, "/d/t-0", cfg, overlapWrites)
-	defer p.Close()
-	_, _, err := p.Append(kibRecs(5, 100, 0, 0))
-	require.NoError(t, err)
-	size0 := p.active().Size()
-
-	p.mu.Lock()
-	ap := p.appendParamsLocked(p.cfg.Load(), time.Now())
-	spec := record.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1}
-	mark := p.w.run.mark(len(p.w.encBuf))
-	require.NoError(t, p.encodeGroupLocked(kibRecs(600, 1024, 0, 0), spec, &ap))
-	require.Positive(t, p.w.run.sub, "part of the group was handed to the write goroutine")
-	p.unsubmitLocked(mark)
-	p.w.run.rewind(mark, &p.w.encBuf)
-	require.NoError(t, p.writeRunLocked())
-	p.mu.Unlock()
-
-	fi, err := mem.Stat(p.active().LogPath())
-	require.NoError(t, err)
-	assert.Equal(t, size0, fi.Size())
-	assert.Equal(t, int64(5), p.LogEndOffset())
-	_, last, err := p.Append(kibRecs(3, 100, 0, 0))
-	require.NoError(t, err)
-	assert.Equal(t, int64(7), last)
-	assert.Equal(t, seq(0, 8), offsetsOf(readAll(t, p)))
-}
-
-// overlapWrites turns the write goroutine on (it is off by default).
-func overlapWrites(o *PartitionOptions) { o.OverlapWrites = true }
