@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -500,16 +499,7 @@ os.close(fd)
 // once there is room.
 func TestConfigDiskFull(t *testing.T) {
 	requireFUSE(t)
-	root := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", root).CombinedOutput()
-	require.NoError(t, err, "mount tmpfs: %s", out)
-	t.Cleanup(func() {
-		if err := syscall.Unmount(root, 0); err != nil {
-			_ = syscall.Unmount(root, syscall.MNT_DETACH)
-		}
-	})
-	data := filepath.Join(root, "data")
-	require.NoError(t, os.Mkdir(data, 0o755))
+	root, data := smallTmpfs(t, "4m")
 	m := startMount(t, mountOpts{Data: data, Config: `
 "segment.bytes" = 65536
 "segment.index.bytes" = 4096

@@ -703,16 +703,7 @@ func (r *crashRun) verify(cycle int, full bool) int {
 // restart, and once space is freed appends work again.
 func TestDiskFullENOSPC(t *testing.T) {
 	requireFUSE(t)
-	root := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", root).CombinedOutput()
-	require.NoError(t, err, "mount tmpfs: %s", out)
-	t.Cleanup(func() {
-		if err := syscall.Unmount(root, 0); err != nil {
-			_ = syscall.Unmount(root, syscall.MNT_DETACH)
-		}
-	})
-	data := filepath.Join(root, "data")
-	require.NoError(t, os.Mkdir(data, 0o755))
+	root, data := smallTmpfs(t, "8m")
 	m := startMount(t, mountOpts{Data: data, Config: `
 "segment.bytes" = 262144
 "segment.index.bytes" = 65536

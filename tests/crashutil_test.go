@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -353,4 +354,22 @@ func TestReliabilityHelpers(t *testing.T) {
 	n, ok := statsNumber(map[string]any{"partition": map[string]any{"logStartOffset": 42.0}}, "log_start_offset")
 	require.True(t, ok)
 	require.Equal(t, 42.0, n)
+}
+
+// smallTmpfs mounts a tmpfs of size (mount(8)'s size=, e.g. "4m") on a
+// temporary directory, unmounted at cleanup, and returns it with an empty
+// data directory inside, for tests that fill the disk.
+func smallTmpfs(t *testing.T, size string) (root, data string) {
+	t.Helper()
+	root = t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", root).CombinedOutput()
+	require.NoError(t, err, "mount tmpfs: %s", out)
+	t.Cleanup(func() {
+		if err := syscall.Unmount(root, 0); err != nil {
+			_ = syscall.Unmount(root, syscall.MNT_DETACH)
+		}
+	})
+	data = filepath.Join(root, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	return root, data
 }
