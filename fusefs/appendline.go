@@ -227,13 +227,20 @@ func (h *appendHandle) fileName() string {
 	return file
 }
 
+// tailPending reports whether an unterminated line is waiting for more
+// bytes or for RELEASE (not one being refused or torn by a failed write).
+// The caller holds h.mu.
+func (h *appendHandle) tailPending() bool {
+	return len(h.split.partial) > 0 && !h.broken && !h.long.active
+}
+
 // tailError is why the unterminated line, as it stands, could not become a
 // record (nil if it could). The caller holds h.mu.
 func (h *appendHandle) tailError() error {
-	tail := h.split.partial
-	if len(tail) == 0 || h.broken || h.long.active {
+	if !h.tailPending() {
 		return nil
 	}
+	tail := h.split.partial
 	r, err := h.parse(tail)
 	if err != nil {
 		if h.mayStillComplete(tail) {
@@ -280,7 +287,8 @@ func (h *appendHandle) flush() syscall.Errno {
 	// here, where close(2) sees it (a later write may still complete it;
 	// else RELEASE drops it).
 	errno := h.finish(h.tailError())
-	if len(h.split.partial) > 0 && !h.broken && !h.long.active && !h.tailHeld && h.topic != nil {
+	if h.tailPending() && h.topic != nil {
+		// Held anew at each FLUSH: readers wait tailGrace from the last.
 		h.tailHeld = true
 		h.fsys.holdTail(h, h.topic.Name())
 	}
@@ -368,8 +376,10 @@ const tailGrace = releaseGrace
 func (f *fsys) holdTail(h *appendHandle, topic string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := f.mu.tails[h]; !ok {
+		f.tailsHeld.Add(1)
+	}
 	f.mu.tails[h] = tailHold{topic: topic, until: time.Now().Add(tailGrace)}
-	f.tailsHeld.Add(1)
 }
 
 // dropTail ends h's hold and wakes waiting readers.
@@ -395,8 +405,16 @@ func (f *fsys) awaitTails(ctx context.Context, topic string) {
 	for {
 		now := time.Now()
 		var until time.Time
-		for _, t := range f.mu.tails {
-			if t.topic == topic && t.until.After(now) && t.until.After(until) {
+		for h, t := range f.mu.tails {
+			if !t.until.After(now) {
+				// Expired: forget it, so that readers of every topic
+				// skip the lock again (a handle left open after a FLUSH
+				// would otherwise keep them taking it).
+				delete(f.mu.tails, h)
+				f.tailsHeld.Add(-1)
+				continue
+			}
+			if t.topic == topic && t.until.After(until) {
 				until = t.until
 			}
 		}

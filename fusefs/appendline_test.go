@@ -314,8 +314,10 @@ func TestAwaitTails(t *testing.T) {
 	f.mu.tails[h] = tailHold{topic: "t", until: time.Now().Add(-time.Second)}
 	f.mu.Unlock()
 	f.awaitTails(context.Background(), "t")
+	assert.Zero(t, f.tailsHeld.Load(), "an expired hold is forgotten, so readers skip the lock again")
 
 	// A cancelled reader stops waiting.
+	f.holdTail(h, "t")
 	f.mu.Lock()
 	f.mu.tails[h] = tailHold{topic: "t", until: time.Now().Add(time.Hour)}
 	f.mu.Unlock()
