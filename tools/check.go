@@ -163,7 +163,7 @@ func Check(w io.Writer, dir string, opts CheckOptions) (CheckReport, error) {
 	}
 
 	before := rep
-	repaired, err := repair(w, fsys, &before, opts.Logger)
+	repaired, err := repair(w, fsys, root, &before, opts.Logger)
 	if err != nil {
 		return before, err
 	}

@@ -243,14 +243,11 @@ type repairEnv struct {
 	topics map[string]map[string]string
 }
 
-// repair carries out the plan, under the directory lock Check holds.
-func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]string, error) {
+// repair carries out rep.Plan (one entry per partition with problems, in
+// order), under the lock Check holds on the data directory root.
+func repair(w io.Writer, fsys vfs.FS, root string, rep *CheckReport, logger *slog.Logger) ([]string, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	root := rep.Dir
-	if len(rep.Partitions) == 1 && filepath.Clean(rep.Partitions[0].Dir) == filepath.Clean(rep.Dir) {
-		root = filepath.Dir(filepath.Clean(rep.Dir))
 	}
 	if err := repairRoot(w, fsys, root, rep.Root); err != nil {
 		return nil, fmt.Errorf("check --repair: %w", err)
@@ -259,12 +256,17 @@ func repair(w io.Writer, fsys vfs.FS, rep *CheckReport, logger *slog.Logger) ([]
 	env.topics, _, _ = readTopicsConfig(fsys, root)
 
 	var repaired []string
+	plans := rep.Plan
 	for i := range rep.Partitions {
 		p := &rep.Partitions[i]
 		if len(p.Problems) == 0 {
 			continue
 		}
-		changed, err := env.partition(p)
+		if len(plans) == 0 {
+			return repaired, fmt.Errorf("check --repair: %s-%d: no plan", p.Topic, p.Partition)
+		}
+		changed, err := env.partition(p, plans[0])
+		plans = plans[1:]
 		if err != nil {
 			return repaired, fmt.Errorf("check --repair: %s-%d: %w", p.Topic, p.Partition, err)
 		}
@@ -303,12 +305,10 @@ func repairRoot(w io.Writer, fsys vfs.FS, root string, problems []Problem) error
 	return nil
 }
 
-// partition repairs one partition and reports whether it changed anything.
-func (env *repairEnv) partition(p *PartitionReport) (bool, error) {
-	pl, err := planPartition(env.fsys, p)
-	if err != nil {
-		return false, err
-	}
+// partition carries out pl, the plan Check made for p, and reports
+// whether it changed anything.
+func (env *repairEnv) partition(p *PartitionReport, pl PartitionPlan) (bool, error) {
+	var err error
 	if pl.SettleSwaps {
 		// The engine settles swaps when it opens a partition.
 		if err := env.open(p, nil); err != nil {
