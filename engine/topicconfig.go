@@ -175,21 +175,29 @@ func (d *LogDir) topicConfig(name string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("[topics.%s]: %w", name, err)
 	}
-	kv := d.persisted[name]
+	return ApplyPersisted(c, d.persisted[name], func(k, v string, err error) {
+		d.log.Warn("ignoring invalid persisted topic setting", "topic", name, "setting", k, "value", v, "err", err)
+	}), nil
+}
+
+// ApplyPersisted applies a topic's persisted settings kv (from
+// ReadTopicsFile) to c. An invalid one (written by another version, say)
+// is skipped, and skip is told of it; the others apply.
+func ApplyPersisted(c Config, kv map[string]string, skip func(k, v string, err error)) Config {
 	if len(kv) == 0 {
-		return c, nil
+		return c
 	}
 	if n, err := c.Apply(kv); err == nil {
-		return n, nil
+		return n
 	}
 	for k, v := range kv {
 		if n, err := c.Apply(map[string]string{k: v}); err != nil {
-			d.log.Warn("ignoring invalid persisted topic setting", "topic", name, "setting", k, "value", v, "err", err)
+			skip(k, v, err)
 		} else {
 			c = n
 		}
 	}
-	return c, nil
+	return c
 }
 
 // topicsFile is the JSON form of topicfs-topics.json:
@@ -201,8 +209,16 @@ type topicsFile struct {
 }
 
 func (d *LogDir) readTopicsFile() (map[string]map[string]string, error) {
-	path := filepath.Join(d.path, TopicsConfigFile)
-	buf, err := vfs.ReadFile(d.fs, path)
+	return ReadTopicsFile(d.fs, d.path)
+}
+
+// ReadTopicsFile reads the per-topic settings persisted in the data
+// directory dir's topicfs-topics.json: topic → setting → value, empty when
+// there is no such file. An unreadable file is an error (ErrInvalidConfig
+// when it does not parse).
+func ReadTopicsFile(fsys vfs.FS, dir string) (map[string]map[string]string, error) {
+	path := filepath.Join(dir, TopicsConfigFile)
+	buf, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]map[string]string{}, nil
 	}

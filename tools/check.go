@@ -406,11 +406,11 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 			rep.NextOffset = prevLast + 1
 		}
 	}
-	if data, err := readAll(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
+	if data, err := vfs.ReadFile(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
 		c.checkLeaderEpochs(filepath.Join(dir, leaderEpochFile), data)
 	}
 	for _, p := range snapshots {
-		data, err := readAll(fsys, p)
+		data, err := vfs.ReadFile(fsys, p)
 		if err != nil {
 			c.problem(p, -1, "cannot read: %v", err)
 			continue
@@ -474,23 +474,6 @@ func (c *partitionChecker) checkLeaderEpochs(path string, data []byte) {
 	if n := len(entries); n > 0 && entries[n-1][1] > c.rep.NextOffset {
 		c.warn(path, -1, "latest epoch %d starts at %d, beyond the log end %d", entries[n-1][0], entries[n-1][1], c.rep.NextOffset)
 	}
-}
-
-func readAll(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return data, nil
 }
 
 // batchInfo is what the index checks need of each batch of a segment.

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -25,10 +24,7 @@ var checkpointFiles = []string{
 // the engine would not accept are warnings (it skips them when opening).
 func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
 	path := filepath.Join(dir, engine.TopicsConfigFile)
-	topics, found, err := readTopicsConfig(fsys, dir)
-	if !found {
-		return
-	}
+	topics, err := engine.ReadTopicsFile(fsys, dir)
 	if err != nil {
 		rep.Root = append(rep.Root, Problem{Path: path, Position: -1, Message: err.Error()})
 		return
@@ -41,23 +37,6 @@ func checkTopicsConfig(fsys vfs.FS, dir string, rep *CheckReport) {
 			}
 		}
 	}
-}
-
-// readTopicsConfig reads the per-topic overrides LogDir persists in
-// topicfs-topics.json ({"version":1,"topics":{NAME:{setting:value}}}).
-func readTopicsConfig(fsys vfs.FS, dir string) (topics map[string]map[string]string, found bool, err error) {
-	data, err := readAll(fsys, filepath.Join(dir, engine.TopicsConfigFile))
-	if err != nil {
-		return nil, false, nil
-	}
-	var tf struct {
-		Version int                          `json:"version"`
-		Topics  map[string]map[string]string `json:"topics"`
-	}
-	if err := json.Unmarshal(data, &tf); err != nil || tf.Version != 1 {
-		return nil, true, fmt.Errorf("does not parse as version 1 (version %d, %v)", tf.Version, err)
-	}
-	return tf.Topics, true, nil
 }
 
 func checkCheckpoints(fsys vfs.FS, dir string, rep *CheckReport) {

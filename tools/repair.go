@@ -223,16 +223,10 @@ func describePlan(w io.Writer, pl *PartitionPlan, prefix, verb string) {
 }
 
 // topicConfig is the config a repair opens a partition with: defaults plus
-// the persisted overrides (what mount.toml says is not known offline; it
-// only matters for index spacing and sizes).
+// the persisted settings that are valid (what mount.toml says is not known
+// offline; it only matters for index spacing and sizes).
 func topicConfig(topics map[string]map[string]string, topic string) engine.Config {
-	c := engine.DefaultConfig()
-	for k, v := range topics[topic] {
-		if n, err := c.Apply(map[string]string{k: v}); err == nil {
-			c = n
-		}
-	}
-	return c
+	return engine.ApplyPersisted(engine.DefaultConfig(), topics[topic], func(string, string, error) {})
 }
 
 // repairEnv is what repairing one partition needs.
@@ -253,7 +247,7 @@ func repair(w io.Writer, fsys vfs.FS, root string, rep *CheckReport, logger *slo
 		return nil, fmt.Errorf("check --repair: %w", err)
 	}
 	env := &repairEnv{w: w, fsys: fsys, logger: logger}
-	env.topics, _, _ = readTopicsConfig(fsys, root)
+	env.topics, _ = engine.ReadTopicsFile(fsys, root) // unreadable: defaults (check reported it)
 
 	var repaired []string
 	plans := rep.Plan

@@ -48,7 +48,7 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 	require.NoError(t, d.Close())
 
 	victim := fmt.Sprintf("/d/c-0/%020d.log", segs[1].BaseOffset)
-	data, err := readAll(mem, victim)
+	data, err := vfs.ReadFile(mem, victim)
 	require.NoError(t, err)
 	pos := batchPositions(t, data)
 	bad := len(pos) / 2
@@ -77,7 +77,7 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 		require.Empty(t, rep.Problems(), "crash at operation %d", i)
 		require.Equal(t, want, memValues(t, after), "crash at operation %d: every intact record at its offset", i)
 		aside := fmt.Sprintf("%s.damaged-%d-%d", victim, pos[bad], pos[bad+1])
-		moved, err := readAll(after, aside)
+		moved, err := vfs.ReadFile(after, aside)
 		require.NoError(t, err, "crash at operation %d", i)
 		require.Equal(t, data[pos[bad]:pos[bad+1]], moved, "crash at operation %d: the damaged bytes, under their plain name", i)
 	}
