@@ -67,16 +67,20 @@ func (a *appendNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 	if sz, ok := in.GetSize(); ok && sz != 0 {
 		return syscall.EPERM
 	}
-	if _, ok := in.GetMode(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetUID(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetGID(); ok {
+	if changesOwnerOrMode(in) {
 		return syscall.EPERM
 	}
 	return a.Getattr(ctx, f, out)
+}
+
+// changesOwnerOrMode reports whether a SETATTR asks for chmod, chown or
+// chgrp, which the writable files refuse (EPERM): the tree's modes and
+// owners are fixed.
+func changesOwnerOrMode(in *fuse.SetAttrIn) bool {
+	_, mode := in.GetMode()
+	_, uid := in.GetUID()
+	_, gid := in.GetGID()
+	return mode || uid || gid
 }
 
 // Open opens for writing only (EACCES for reading). Writes bypass the page

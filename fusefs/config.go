@@ -74,13 +74,7 @@ func (c *configNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 	if c.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	if _, ok := in.GetMode(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetUID(); ok {
-		return syscall.EPERM
-	}
-	if _, ok := in.GetGID(); ok {
+	if changesOwnerOrMode(in) {
 		return syscall.EPERM
 	}
 	return c.Getattr(ctx, f, out)

@@ -193,12 +193,15 @@ func (h *appendHandle) catchLinger() {
 // saveSizesGuarded is saveSizes; a panic in a save ends the periodic saves
 // (Wait still tries its final one).
 func (s *Server) saveSizesGuarded(every time.Duration) {
-	defer func() {
-		if v := recover(); v != nil {
-			panics.Recovered(s.f.log, "viewsizes", "save", v, debug.Stack())
-		}
-	}()
+	defer s.catchSave()
 	s.saveSizes(every)
+}
+
+// catchSave, deferred, logs and counts a panic in a ViewSizesFile save.
+func (s *Server) catchSave() {
+	if v := recover(); v != nil {
+		panics.Recovered(s.f.log, "viewsizes", "save", v, debug.Stack())
+	}
 }
 
 // requestPanic is go-fuse's MountOptions.PanicHandler: go-fuse recovers a
@@ -213,11 +216,7 @@ func (f *fsys) requestPanic(v any) fuse.Status {
 // finalSave is Wait's last ViewSizesFile save; a panic in it is logged and
 // the data directory still closes cleanly (the file is only a cache).
 func (s *Server) finalSave() {
-	defer func() {
-		if v := recover(); v != nil {
-			panics.Recovered(s.f.log, "viewsizes", "save", v, debug.Stack())
-		}
-	}()
+	defer s.catchSave()
 	s.f.sizes.write(s.f.cache, slog.LevelInfo)
 	s.f.sizes.close()
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"runtime"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/topicfs/topicfs/engine"
 )
 
 // OffsetMap maps a 127-bit hash of a record key to the latest offset seen
@@ -81,9 +82,9 @@ const (
 	hi1 = lo1 * 0x80         // 0x80 in each byte
 )
 
-// MaxOffsetMapBytes is the most memory one OffsetMap may use: Kafka's
-// per-cleaner-thread limit (an int-sized buffer), 2 GiB - 1.
-const MaxOffsetMapBytes = math.MaxInt32
+// MaxOffsetMapBytes is the most memory one OffsetMap may use: the
+// per-cleaner-thread limit the config enforces (Kafka's, 2 GiB - 1).
+const MaxOffsetMapBytes = engine.MaxDedupeBytesPerThread
 
 // maxHeapMapBytes is the largest map put on the Go heap when mmap fails;
 // a larger one is refused instead, since a failed heap allocation kills the
