@@ -107,27 +107,41 @@ func unwrapErrno(err error) error {
 	return err
 }
 
-// mountedAt reports whether dir is itself a mountpoint, and of which type,
-// per /proc/self/mountinfo.
-func mountedAt(dir string) (fstype string, ok bool) {
+// mountEntry is one line of /proc/self/mountinfo: where, and of what type.
+type mountEntry struct{ dir, fstype string }
+
+// mounts lists the mounts of /proc/self/mountinfo, in its order (a later
+// mount over the same place shadows an earlier one).
+func mounts() []mountEntry {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", false
+		return nil
 	}
+	var out []mountEntry
 	for _, line := range strings.Split(string(data), "\n") {
 		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
 		f := strings.Fields(line)
-		if len(f) < 5 || unescapeOctal(f[4]) != dir {
+		if len(f) < 5 {
 			continue
 		}
-		fstype = "unknown type"
+		e := mountEntry{dir: unescapeOctal(f[4]), fstype: "unknown type"}
 		for i, x := range f {
 			if x == "-" && i+1 < len(f) {
-				fstype = f[i+1]
+				e.fstype = f[i+1]
 				break
 			}
 		}
-		return fstype, true
+		out = append(out, e)
+	}
+	return out
+}
+
+// mountedAt reports whether dir is itself a mountpoint, and of which type.
+func mountedAt(dir string) (fstype string, ok bool) {
+	for _, m := range mounts() {
+		if m.dir == dir {
+			return m.fstype, true
+		}
 	}
 	return "", false
 }

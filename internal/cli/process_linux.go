@@ -59,10 +59,6 @@ func physicalMemory() uint64 {
 	return uint64(si.Totalram) * uint64(si.Unit)
 }
 
-// defaultUmask keeps a data directory private to the user who mounts it:
-// directories 0700, files 0600.
-const defaultUmask = 0o077
-
 // parseUmask reads --umask: an octal mode of at most 0777 ("077", "0022").
 func parseUmask(s string) (int, error) {
 	v, err := strconv.ParseUint(strings.TrimSpace(s), 8, 32)

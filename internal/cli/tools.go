@@ -131,31 +131,14 @@ func topicfsMountOf(path string) (string, bool) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
 	best := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-		f := strings.Fields(line)
-		if len(f) < 5 {
+	for _, m := range mounts() {
+		if !within(abs, m.dir) || len(m.dir) < len(best) {
 			continue
 		}
-		mnt := unescapeOctal(f[4])
-		if !within(abs, mnt) || len(mnt) < len(best) {
-			continue
-		}
-		fstype := ""
-		for i, x := range f {
-			if x == "-" && i+1 < len(f) {
-				fstype = f[i+1]
-				break
-			}
-		}
-		if fstype == "fuse.topicfs" {
-			best = mnt
-		} else if len(mnt) > len(best) {
+		if m.fstype == "fuse.topicfs" {
+			best = m.dir
+		} else if len(m.dir) > len(best) {
 			best = "" // a mount of another type over (a part of) a topicfs mount
 		}
 	}
