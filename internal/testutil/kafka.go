@@ -70,15 +70,12 @@ func KafkaFixtures(t testing.TB) string {
 // caller asked for the corpus.
 func ExtraKafkaFixtures(t testing.TB) (string, bool) {
 	t.Helper()
-	dir := os.Getenv(ExtraFixturesEnv)
-	if dir == "" {
+	dir, ok := extraDir(t)
+	if !ok {
 		if missLogged.CompareAndSwap(false, true) {
 			t.Log(ExtraMissing)
 		}
 		return "", false
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(RepoRoot(t), dir)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		t.Fatalf("%s=%s: not a directory (%v)", ExtraFixturesEnv, dir, err)
@@ -143,15 +140,25 @@ func KafkaFixtureFile(t testing.TB, rel string) ([]byte, bool) {
 	t.Helper()
 	dir := filepath.Join(KafkaFixtures(t), rel)
 	if IsExtraKafkaSet(rel) {
-		env := os.Getenv(ExtraFixturesEnv)
-		if env == "" {
+		env, ok := extraDir(t)
+		if !ok {
 			return nil, false
-		}
-		if !filepath.IsAbs(env) {
-			env = filepath.Join(RepoRoot(t), env)
 		}
 		dir = filepath.Join(env, rel)
 	}
 	b, err := os.ReadFile(dir)
 	return b, err == nil
+}
+
+// extraDir is the directory ExtraFixturesEnv names (relative to the repo
+// root unless absolute), false when it is unset; it neither logs nor fails.
+func extraDir(t testing.TB) (string, bool) {
+	dir := os.Getenv(ExtraFixturesEnv)
+	if dir == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(RepoRoot(t), dir)
+	}
+	return dir, true
 }

@@ -212,13 +212,26 @@ func fetchAll(ctx context.Context, t testing.TB, c *kfake.Cluster, topic string)
 	}
 }
 
+// batchSize is the size of the v2 batch raw starts with (its 12-byte log
+// overhead included), checked to lie within raw.
+func batchSize(raw []byte) (int, error) {
+	if len(raw) < 12 {
+		return 0, fmt.Errorf("fetch: %d bytes, not a batch header", len(raw))
+	}
+	size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
+	if size < 61 || size > len(raw) {
+		return 0, fmt.Errorf("fetch: batch of %d bytes in %d", size, len(raw))
+	}
+	return size, nil
+}
+
 // nextOffset returns the offset after the last whole batch of raw.
 func nextOffset(raw []byte) (int64, error) {
 	next := int64(-1)
 	for len(raw) >= 12 {
-		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
-		if size < 61 || size > len(raw) {
-			return 0, fmt.Errorf("fetch: batch of %d bytes in %d", size, len(raw))
+		size, err := batchSize(raw)
+		if err != nil {
+			return 0, err
 		}
 		var b kmsg.RecordBatch
 		if err := b.ReadFrom(raw[:size]); err != nil {
@@ -262,7 +275,10 @@ func LogAppendTime(t testing.TB, raw []byte, appendTime int64) []byte {
 	t.Helper()
 	var out []byte
 	for len(raw) > 0 {
-		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
+		size, err := batchSize(raw)
+		if err != nil {
+			t.Fatalf("LogAppendTime: %v", err)
+		}
 		var b kmsg.RecordBatch
 		if err := b.ReadFrom(raw[:size]); err != nil {
 			t.Fatalf("LogAppendTime: %v", err)
@@ -313,7 +329,10 @@ func LeaderChangeFirst(t testing.TB, raw []byte, leaderEpoch, leaderID int32, ts
 	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[21:], castagnoli))
 	out := enc
 	for len(raw) > 0 {
-		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
+		size, err := batchSize(raw)
+		if err != nil {
+			t.Fatalf("LeaderChangeFirst: %v", err)
+		}
 		moved := append([]byte(nil), raw[:size]...)
 		binary.BigEndian.PutUint64(moved, binary.BigEndian.Uint64(moved)+1)
 		out = append(out, moved...)
