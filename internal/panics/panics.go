@@ -10,12 +10,11 @@ import (
 
 // Error is a recovered panic: where it happened (the subsystem: "fuse",
 // "readahead", "notifier", "append", "policies", ...), in which operation
-// ("read", "lookup", "housekeeping", ...), the value it panicked with and
-// the stack of the goroutine at the panic.
+// ("read", "lookup", "housekeeping", ...) and the value it panicked with
+// (Recovered has logged its stack).
 type Error struct {
 	Where, Op string
 	Value     any
-	Stack     []byte
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("panic in %s %s: %v", e.Where, e.Op, e.Value) }
@@ -35,7 +34,7 @@ var counts struct {
 // log (nil: slog.Default) at error level with attrs, counts it and returns
 // it as an *Error.
 func Recovered(log *slog.Logger, where, op string, v any, stack []byte, attrs ...any) *Error {
-	e := &Error{Where: where, Op: op, Value: v, Stack: stack}
+	e := &Error{Where: where, Op: op, Value: v}
 	counts.Lock()
 	if counts.m == nil {
 		counts.m = map[[2]string]int64{}
