@@ -31,22 +31,24 @@ var counts struct {
 }
 
 // Recovered logs a recovered panic (value v, stack taken at the panic) on
-// log (nil: slog.Default) at error level with attrs, counts it and returns
+// log (nil: slog.Default) at error level with attrs, then counts it, and returns
 // it as an *Error.
 func Recovered(log *slog.Logger, where, op string, v any, stack []byte, attrs ...any) *Error {
 	e := &Error{Where: where, Op: op, Value: v}
-	counts.Lock()
-	if counts.m == nil {
-		counts.m = map[[2]string]int64{}
-	}
-	counts.m[[2]string{where, op}]++
-	counts.Unlock()
 	if log == nil {
 		log = slog.Default()
 	}
 	args := append([]any{"where", where, "op", op, "panic", fmt.Sprint(v)}, attrs...)
 	args = append(args, "stack", string(stack))
 	log.Error("recovered from a panic; failing only this operation", args...)
+	// Counted after the log line is written, so whoever sees the count can
+	// also find the line.
+	counts.Lock()
+	if counts.m == nil {
+		counts.m = map[[2]string]int64{}
+	}
+	counts.m[[2]string{where, op}]++
+	counts.Unlock()
 	return e
 }
 
