@@ -2,35 +2,38 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
-	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/backend"
 )
 
 // Sentinel errors. Callers test with errors.Is; the engine wraps them with
-// context (segment, position, offset). fusefs/errno.go maps each to an errno.
+// context (segment, position, offset). Those a backend user sees wrap
+// backend's sentinels (errors.Is(engine.ErrUnknownTopic,
+// backend.ErrUnknownTopic) holds), which fusefs/errno.go maps to errnos.
 var (
 	// ErrCorrupt reports bytes on disk that fail a CRC or structural check.
-	ErrCorrupt = record.ErrCorrupt
+	ErrCorrupt = backend.ErrCorrupt
 	// ErrOffsetOutOfRange reports an offset below the log start or above the log end.
-	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+	ErrOffsetOutOfRange = fmt.Errorf("engine: %w", backend.ErrOffsetOutOfRange)
 	// ErrRecordTooLarge reports a record whose batch exceeds max.message.bytes.
-	ErrRecordTooLarge = errors.New("engine: record larger than max.message.bytes")
+	ErrRecordTooLarge = fmt.Errorf("engine: %w", backend.ErrRecordTooLarge)
 	// ErrInvalidConfig reports an unknown setting or a value it does not accept.
-	ErrInvalidConfig = errors.New("engine: invalid config")
+	ErrInvalidConfig = fmt.Errorf("engine: %w", backend.ErrInvalidConfig)
 	// ErrInvalidTopic reports a topic name outside Kafka's rule.
-	ErrInvalidTopic = errors.New("engine: invalid topic name")
+	ErrInvalidTopic = fmt.Errorf("engine: %w", backend.ErrInvalidTopic)
 	// ErrTopicExists reports a create of a topic that already exists.
-	ErrTopicExists = errors.New("engine: topic already exists")
+	ErrTopicExists = fmt.Errorf("engine: %w", backend.ErrTopicExists)
 	// ErrUnknownTopic reports a topic that does not exist.
-	ErrUnknownTopic = errors.New("engine: unknown topic")
+	ErrUnknownTopic = fmt.Errorf("engine: %w", backend.ErrUnknownTopic)
 	// ErrUnknownPartition reports a partition that does not exist.
-	ErrUnknownPartition = errors.New("engine: unknown partition")
+	ErrUnknownPartition = fmt.Errorf("engine: %w", backend.ErrUnknownPartition)
 	// ErrClosed reports use of a closed partition or log directory.
-	ErrClosed = errors.New("engine: closed")
+	ErrClosed = fmt.Errorf("engine: %w", backend.ErrClosed)
 	// ErrSealed reports a write to a sealed segment.
 	ErrSealed = errors.New("engine: segment sealed")
 	// ErrReadOnly reports a write to a log opened read-only.
-	ErrReadOnly = errors.New("engine: read-only")
+	ErrReadOnly = fmt.Errorf("engine: %w", backend.ErrReadOnly)
 	// ErrConflict reports a segment replacement that raced with another change.
 	ErrConflict = errors.New("engine: conflicting change")
 	// ErrLocked reports a data directory already in use by another process.

@@ -1,0 +1,159 @@
+package backend
+
+import (
+	"context"
+
+	"github.com/topicfs/topicfs/engine/index"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// Backend is where the topics of one mount live: the local engine
+// (backend/local) or a Kafka cluster. Its methods are safe for concurrent
+// use. Errors wrap the sentinels of errors.go.
+type Backend interface {
+	// Topics returns the names of the topics, sorted.
+	Topics(ctx context.Context) ([]string, error)
+	// Topic returns the topic name (ErrUnknownTopic if there is none).
+	Topic(ctx context.Context, name string) (Topic, error)
+	// CreateTopic creates a topic with partitions partitions (0: the
+	// backend's default, num.partitions).
+	CreateTopic(ctx context.Context, name string, partitions int) (Topic, error)
+	// DeleteTopic deletes a topic and its records.
+	DeleteTopic(ctx context.Context, name string) error
+	// ReadOnly reports whether the backend refuses every change
+	// (ErrReadOnly).
+	ReadOnly() bool
+}
+
+// Topic is one topic of a Backend. A Topic value stays usable after the
+// topic is deleted: its methods then fail with ErrUnknownTopic or
+// ErrClosed.
+type Topic interface {
+	Name() string
+	NumPartitions() int
+	// Partition returns partition id (ErrUnknownPartition if there is none).
+	Partition(id int) (Partition, error)
+	// Settings returns what the file tree needs of the topic's
+	// configuration to frame, check and render records.
+	Settings() Settings
+	// ConfigText renders the topic's configuration as the config file
+	// shows it: name=value lines, sorted.
+	ConfigText(ctx context.Context) ([]byte, error)
+	// AlterConfig validates every name=value and then applies them all, or
+	// changes nothing and returns an error wrapping ErrInvalidConfig (or
+	// the backend's failure). num.partitions adds partitions; it never
+	// shrinks.
+	AlterConfig(ctx context.Context, kv map[string]string) error
+	// AddPartitions grows the topic to total partitions.
+	AddPartitions(ctx context.Context, total int) error
+}
+
+// Settings are the configuration values the file tree applies itself.
+type Settings struct {
+	ParseKey     bool   // parse.key: plain appends split key and value at KeySeparator
+	PrintKey     bool   // print.key: plain views print the key and KeySeparator
+	KeySeparator string // key.separator
+	NullMarker   string // null.marker: how a null key or value reads and writes
+	BatchSize    int64  // batch.size: bytes an append file buffers per partition
+	LingerMs     int64  // linger.ms: how long a partial batch may wait
+	// MaxRecordBytes is the largest batch the backend accepts: Kafka's
+	// max.message.bytes, bounded by what one segment holds.
+	MaxRecordBytes int64
+	// Uncompressed reports that batches are stored as encoded
+	// (compression.type none, uncompressed or producer), so their encoded
+	// size is their stored size.
+	Uncompressed bool
+	// Compacted reports that cleanup.policy includes compact: records
+	// need keys (ErrKeyRequired).
+	Compacted bool
+}
+
+// Offsets are a partition's bounds as a reader sees them.
+type Offsets struct {
+	// LogStart is the first offset still retained.
+	LogStart int64
+	// End is the offset the next record readers will see gets: the log
+	// end on one disk, the high watermark in a cluster.
+	End int64
+}
+
+// Partition is one partition of a Topic.
+type Partition interface {
+	Topic() string
+	ID() int
+	// AppendEach appends each group of records as its own batch (more if
+	// a group exceeds Settings.MaxRecordBytes), in order, stopping at the
+	// first error; it returns the first and last offsets assigned.
+	AppendEach(ctx context.Context, groups [][]record.Record) (first, last int64, err error)
+	// AppendLines appends each '\n'-terminated line of lines as a
+	// value-only record, in batches of about batchBytes.
+	AppendLines(ctx context.Context, lines []byte, batchBytes int) (first, last int64, err error)
+	// Sync returns once every record appended before it is durable
+	// (fsynced locally, acknowledged by the cluster).
+	Sync(ctx context.Context) error
+	// Offsets returns the partition's current bounds.
+	Offsets(ctx context.Context) (Offsets, error)
+	// OffsetForTime returns the first offset whose timestamp is >= ts, or
+	// Offsets().End if there is none.
+	OffsetForTime(ctx context.Context, ts int64) (int64, error)
+	// Snapshot returns the segments holding the records from offset from
+	// (FromStart: the log start) to the end as it is now, retained until
+	// Release. Readers read batches from them; nothing they hold changes
+	// until Release.
+	Snapshot(ctx context.Context, from int64) (*Snapshot, error)
+	// Subscribe returns a channel that receives a value (never blocking
+	// the writer; it has room for one) after the partition grows, and a
+	// function that ends the subscription.
+	Subscribe() (<-chan struct{}, func())
+}
+
+// FromStart asks Snapshot for every retained record.
+const FromStart = -1
+
+// Snapshot is a partition's segments at one moment, oldest first.
+type Snapshot struct {
+	Segments []Segment
+	Offsets  Offsets
+	release  func()
+}
+
+// NewSnapshot returns a Snapshot of segs whose Release calls release (nil:
+// nothing to release).
+func NewSnapshot(segs []Segment, offs Offsets, release func()) *Snapshot {
+	return &Snapshot{Segments: segs, Offsets: offs, release: release}
+}
+
+// Release lets go of the segments. It is safe to call more than once.
+func (s *Snapshot) Release() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// Segment is a file of record batches in Kafka's on-disk format, as a
+// reader sees it. The bytes below Size never change while it is retained.
+type Segment interface {
+	// BaseOffset is the offset of the segment's first record (its name).
+	BaseOffset() int64
+	// NextOffset is the offset after its last record.
+	NextOffset() int64
+	// Size is the number of committed bytes.
+	Size() int64
+	// ReadBatch reads and verifies the batch at byte position pos (buf,
+	// if large enough, holds its bytes).
+	ReadBatch(pos int64, buf []byte) (record.Batch, error)
+	// ReadAt reads committed bytes, as io.ReaderAt.
+	ReadAt(p []byte, off int64) (int, error)
+	// FindOffset returns the byte position of the batch holding target.
+	FindOffset(target int64) (int64, error)
+	// AbortedTxns lists the aborted transactions the segment's
+	// transaction index knows.
+	AbortedTxns() []index.AbortedTxn
+	// Retain and Release count holders; bytes stay readable until the
+	// last Release.
+	Retain()
+	Release()
+	// LogPath names the segment in logs and errors.
+	LogPath() string
+}
