@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/topicfs/topicfs/backend"
 	"sync"
 	"syscall"
 	"time"
@@ -93,26 +94,23 @@ func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
 		return nil, 0, syscall.EACCES
 	}
-	t, err := a.fsys.topic(a.topic, a.gen)
+	t, err := a.fsys.topic(ctx, a.topic, a.gen)
 	if err != nil {
-		return nil, 0, syscall.ENOENT
+		return nil, 0, a.fsys.errno("open", err)
 	}
 	h := &appendHandle{fsys: a.fsys, topic: t, jsonl: a.jsonl, fixed: -1}
-	cfg := t.Config()
 	if a.partition >= 0 {
 		p, err := t.Partition(a.partition)
 		if err != nil {
-			return nil, 0, syscall.ENOENT
+			return nil, 0, a.fsys.errno("open", err)
 		}
 		h.fixed = a.partition
 		h.fixedLog = p
-		cfg = p.Config()
 	}
+	cfg := t.Settings()
 	h.lc = lineConfig{parseKey: cfg.ParseKey, separator: cfg.KeySeparator, nullMarker: cfg.NullMarker}
-	// A batch must fit both max.message.bytes and one segment, as a broker
-	// refuses a batch above segment.bytes (RECORD_BATCH_TOO_LARGE).
-	h.maxMessage = min(cfg.MaxMessageBytes, cfg.SegmentBytes)
-	h.checkSize = cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed"
+	h.maxMessage = cfg.MaxRecordBytes
+	h.checkSize = cfg.Uncompressed
 	h.batchSize = max(cfg.BatchSize, 1)
 	h.linger = time.Duration(max(cfg.LingerMs, 0)) * time.Millisecond
 	h.sticky = int(a.fsys.sticky.Add(1))
@@ -171,9 +169,9 @@ const minSplit = 64 << 10
 // also makes it durable). Close and fsync wait for the background appends.
 type appendHandle struct {
 	fsys       *fsys
-	topic      *engine.Topic
+	topic      backend.Topic
 	fixed      int // the partition of a partition-level file, -1 for the topic's
-	fixedLog   partitionLog
+	fixedLog   backend.Partition
 	jsonl      bool
 	lc         lineConfig
 	maxMessage int64
@@ -257,7 +255,7 @@ func (h *appendHandle) parse(line []byte) (record.Record, error) {
 // Kafka ("Compacted topic cannot accept message without key"), every record
 // needs a key.
 func (h *appendHandle) keyRequired() bool {
-	return h.topic != nil && h.topic.Config().Compact()
+	return h.topic != nil && h.topic.Settings().Compacted
 }
 
 // logKeyless logs a refused keyless record of a compacted topic. The caller
@@ -265,7 +263,7 @@ func (h *appendHandle) keyRequired() bool {
 func (h *appendHandle) logKeyless() {
 	file := h.fileName()
 	h.fsys.log.Warn("fusefs: refused a record without a key (EINVAL): a compacted topic (cleanup.policy contains compact) needs a key on every record, as in Kafka; write KEY<key.separator>VALUE lines with parse.key=true, or give append.jsonl lines a \"key\"",
-		"topic", h.topic.Name(), "file", file, "cleanup_policy", h.topic.Config().CleanupPolicy, "parse_key", h.lc.parseKey)
+		"topic", h.topic.Name(), "file", file, "parse_key", h.lc.parseKey)
 }
 
 // setTail makes the unterminated rest a copy of a then b, in the spare
@@ -477,6 +475,7 @@ func (h *appendHandle) writeBare(partial, lines, rest []byte, n int) (uint32, sy
 	pb := h.fixedBatch()
 	job := h.newJob()
 	job.linesLog, job.batchSize = pb.p, int(h.batchSize)
+	job.linesEng, _ = pb.p.(lineEncoder)
 	err := h.encodeBare(job, partial, lines)
 	if errors.Is(err, engine.ErrNotEncodable) {
 		job.enc.Reset()
@@ -502,7 +501,10 @@ func (h *appendHandle) writeBare(partial, lines, rest []byte, n int) (uint32, sy
 // read, this handler) and the job chain (the disk write) are balanced when
 // Write encodes about half. The caller holds h.mu.
 func (h *appendHandle) encodeBare(job *appendJob, partial, lines []byte) error {
-	p := job.linesLog
+	p := job.linesEng
+	if p == nil {
+		return engine.ErrNotEncodable // not on local disk: the job appends the lines
+	}
 	if len(partial) > 0 {
 		i := bytes.IndexByte(lines, '\n')
 		h.join = append(append(h.join[:0], partial...), lines[:i+1]...)
@@ -570,7 +572,7 @@ func (h *appendHandle) fsync() syscall.Errno {
 		if pb == nil || !pb.touched {
 			continue
 		}
-		if ferr := pb.p.Flush(); err == nil {
+		if ferr := pb.p.Sync(context.Background()); err == nil {
 			err = ferr
 		}
 	}

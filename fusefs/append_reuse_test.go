@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"math/rand"
 	"strings"
 	"testing"
@@ -77,10 +79,10 @@ func BenchmarkAppendWrite(b *testing.B) {
 
 // discardLog accepts appends and keeps nothing.
 type discardLog struct {
-	partitionLog // only AppendEach is used
+	backend.Partition // only AppendEach is used
 }
 
-func (discardLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+func (discardLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	n := 0
 	for _, recs := range groups {
 		n += len(recs)
@@ -88,8 +90,8 @@ func (discardLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 	return 0, int64(n) - 1, nil
 }
 
-func (d discardLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
-	return d.AppendEach(linesGroups(lines, batchBytes))
+func (d discardLog) AppendLines(_ context.Context, lines []byte, batchBytes int) (int64, int64, error) {
+	return d.AppendEach(context.Background(), linesGroups(lines, batchBytes))
 }
 
 func (discardLog) EncodeLines(*engine.EncodedLines, []byte, int) error { return engine.ErrNotEncodable }

@@ -1,7 +1,10 @@
 package fusefs
 
 import (
+	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
 	"io"
 	"math/rand"
 	"strings"
@@ -22,12 +25,12 @@ import (
 
 // fakeLog records appends and fails them on demand.
 type fakeLog struct {
-	partitionLog // only AppendEach is used
-	fail         error
-	got          []string
+	backend.Partition // only AppendEach is used
+	fail              error
+	got               []string
 }
 
-func (f *fakeLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+func (f *fakeLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	if f.fail != nil {
 		return 0, 0, f.fail
 	}
@@ -41,7 +44,7 @@ func (f *fakeLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 	return 0, int64(n) - 1, nil
 }
 
-func newTestHandle(p partitionLog, maxMessage int64) *appendHandle {
+func newTestHandle(p backend.Partition, maxMessage int64) *appendHandle {
 	return &appendHandle{
 		fsys: newFsys(nil, Options{}), fixed: 0, fixedLog: p,
 		maxMessage: maxMessage, checkSize: true, batchSize: 1 << 20,
@@ -112,13 +115,13 @@ func TestRecordSizeMatchesEncoder(t *testing.T) {
 // groupLog is a partition with AppendEach: it records every call's groups
 // (one batch each) and fails them on demand.
 type groupLog struct {
-	partitionLog // only AppendEach is used
-	mu           sync.Mutex
-	fail         error
-	calls        [][][]string
+	backend.Partition // only AppendEach is used
+	mu                sync.Mutex
+	fail              error
+	calls             [][][]string
 }
 
-func (g *groupLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+func (g *groupLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.fail != nil {
@@ -258,7 +261,7 @@ func TestAppendHandleTopicLevelBatches(t *testing.T) {
 			tp, err := d.CreateTopic("t", parts)
 			require.NoError(t, err)
 			h := &appendHandle{
-				fsys: newFsys(d, Options{}), topic: tp, fixed: -1,
+				fsys: newFsys(local.New(d), Options{}), topic: asTopic(d, tp), fixed: -1,
 				lc:         lineConfig{parseKey: true, separator: "\t", nullMarker: "NULL"},
 				maxMessage: 1 << 20, checkSize: true, batchSize: 2000, linger: linger,
 			}
@@ -340,7 +343,7 @@ type flakyLog struct {
 	failures int
 }
 
-func (f *flakyLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
+func (f *flakyLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	f.mu.Lock()
 	fail := f.rng.Intn(4) == 0
 	if fail {
@@ -350,7 +353,7 @@ func (f *flakyLog) AppendEach(groups [][]record.Record) (int64, int64, error) {
 	if fail {
 		return 0, 0, syscall.ENOSPC
 	}
-	return f.groupLog.AppendEach(groups)
+	return f.groupLog.AppendEach(context.Background(), groups)
 }
 
 // TestAppendHandleRandomFailures writes whole lines in random chunks while
@@ -430,32 +433,32 @@ func linesGroups(lines []byte, batchBytes int) [][]record.Record {
 	return groups
 }
 
-func (f *fakeLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
-	return f.AppendEach(linesGroups(lines, batchBytes))
+func (f *fakeLog) AppendLines(_ context.Context, lines []byte, batchBytes int) (int64, int64, error) {
+	return f.AppendEach(context.Background(), linesGroups(lines, batchBytes))
 }
 
-func (g *groupLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
-	return g.AppendEach(linesGroups(lines, batchBytes))
+func (g *groupLog) AppendLines(_ context.Context, lines []byte, batchBytes int) (int64, int64, error) {
+	return g.AppendEach(context.Background(), linesGroups(lines, batchBytes))
 }
 
-func (f *flakyLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
-	return f.AppendEach(linesGroups(lines, batchBytes))
+func (f *flakyLog) AppendLines(_ context.Context, lines []byte, batchBytes int) (int64, int64, error) {
+	return f.AppendEach(context.Background(), linesGroups(lines, batchBytes))
 }
 
 // linesLog counts the lines calls of a real partition.
 type linesLog struct {
-	partitionLog
+	*local.Partition
 	encoded, lines atomic.Int64
 }
 
 func (l *linesLog) AppendEncoded(e *engine.EncodedLines) (int64, int64, error) {
 	l.encoded.Add(1)
-	return l.partitionLog.AppendEncoded(e)
+	return l.Partition.AppendEncoded(e)
 }
 
-func (l *linesLog) AppendLines(lines []byte, batchBytes int) (int64, int64, error) {
+func (l *linesLog) AppendLines(_ context.Context, lines []byte, batchBytes int) (int64, int64, error) {
 	l.lines.Add(1)
-	return l.partitionLog.AppendLines(lines, batchBytes)
+	return l.Partition.AppendLines(context.Background(), lines, batchBytes)
 }
 
 // TestAppendHandleLinesPath: WRITEs bringing at least batch.size of bare
@@ -474,7 +477,7 @@ func testAppendHandleLinesPath(t *testing.T, codec string) {
 	cfg := engine.DefaultConfig()
 	cfg.CompressionType = codec
 	part := memPartition(t, cfg)
-	ll := &linesLog{partitionLog: part}
+	ll := &linesLog{Partition: &local.Partition{Partition: part}}
 	h := newTestHandle(ll, 4096)
 	h.checkSize = codec == "none"
 	h.batchSize, h.linger = 16<<10, time.Hour
@@ -557,7 +560,7 @@ func TestAppendJobEncodedTurnsCompressed(t *testing.T) {
 		fmt.Fprintf(&head, "head-%d\n", i)
 		fmt.Fprintf(&tail, "tail-%d\n", i)
 	}
-	job := &appendJob{encoded: true, linesLog: part, lines: []byte(tail.String()), batchSize: 1024}
+	job := &appendJob{encoded: true, linesLog: asPart(part), linesEng: part, lines: []byte(tail.String()), batchSize: 1024}
 	require.NoError(t, part.EncodeLines(&job.enc, []byte(head.String()), 1024))
 	c2 := cfg
 	c2.CompressionType = "lz4"

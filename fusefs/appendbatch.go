@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"github.com/topicfs/topicfs/backend"
 	"slices"
 
 	"github.com/topicfs/topicfs/engine"
@@ -15,7 +16,7 @@ import (
 // partBatch is what a handle buffers for one partition: pending records,
 // oldest first, and during a write the ends of the batches that are full.
 type partBatch struct {
-	p    partitionLog
+	p    backend.Partition
 	recs []record.Record
 	// stable counts the leading records that own their bytes (copied to
 	// the arena, or parsed from JSON); the others alias the current
@@ -48,11 +49,6 @@ func (h *appendHandle) resolve() (int, error) {
 	if len(h.parts) >= n && !slices.Contains(h.parts[:n], nil) {
 		return n, nil // every partition resolved: no copy of the list per WRITE
 	}
-	ps := h.topic.Partitions()
-	n = len(ps)
-	if n == 0 {
-		return 0, engine.ErrUnknownPartition
-	}
 	if len(h.parts) < n {
 		h.parts = append(h.parts, make([]*partBatch, n-len(h.parts))...)
 	}
@@ -60,12 +56,9 @@ func (h *appendHandle) resolve() (int, error) {
 		if h.parts[id] != nil {
 			continue
 		}
-		p := ps[id]
-		if p.ID() != id {
-			var err error
-			if p, err = h.topic.Partition(id); err != nil {
-				return 0, err
-			}
+		p, err := h.topic.Partition(id)
+		if err != nil {
+			return 0, err
 		}
 		h.parts[id] = &partBatch{p: p}
 	}

@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
+	"github.com/topicfs/topicfs/backend"
 	"syscall"
 	"time"
 
@@ -29,7 +31,8 @@ type appendJob struct {
 	// lines Write encoded into enc (encoded, writeEncoded); they alias
 	// the bulk buffer.
 	lines     []byte
-	linesLog  partitionLog
+	linesLog  backend.Partition
+	linesEng  lineEncoder // linesLog's encoder (nil: its lines are never encoded ahead)
 	batchSize int
 	enc       engine.EncodedLines
 	encoded   bool
@@ -49,7 +52,7 @@ type jobItem struct {
 func (j *appendJob) run() {
 	for i := range j.items {
 		it := &j.items[i]
-		if _, _, err := it.pb.p.AppendEach(it.groups); err != nil && j.err == nil {
+		if _, _, err := it.pb.p.AppendEach(context.Background(), it.groups); err != nil && j.err == nil {
 			j.err = err
 		}
 	}
@@ -59,7 +62,7 @@ func (j *appendJob) run() {
 		if j.encoded {
 			j.appendEncoded()
 		} else {
-			_, _, j.err = j.linesLog.AppendLines(j.lines, j.batchSize)
+			_, _, j.err = j.linesLog.AppendLines(context.Background(), j.lines, j.batchSize)
 		}
 	}
 	j.enc.Reset()
@@ -72,7 +75,7 @@ func (j *appendJob) run() {
 func (j *appendJob) appendEncoded() {
 	var rest []byte
 	if j.lines != nil {
-		err := j.linesLog.EncodeLines(&j.enc, j.lines, j.batchSize)
+		err := j.linesEng.EncodeLines(&j.enc, j.lines, j.batchSize)
 		switch {
 		case errors.Is(err, engine.ErrNotEncodable):
 			rest = j.lines
@@ -81,8 +84,8 @@ func (j *appendJob) appendEncoded() {
 			return
 		}
 	}
-	if _, _, j.err = j.linesLog.AppendEncoded(&j.enc); j.err == nil && rest != nil {
-		_, _, j.err = j.linesLog.AppendLines(rest, j.batchSize)
+	if _, _, j.err = j.linesEng.AppendEncoded(&j.enc); j.err == nil && rest != nil {
+		_, _, j.err = j.linesLog.AppendLines(context.Background(), rest, j.batchSize)
 	}
 }
 
@@ -118,7 +121,7 @@ func (h *appendHandle) newJob() *appendJob {
 	}
 	j.items = j.items[:0]
 	j.bulk, j.arena, j.err = -1, false, nil
-	j.lines, j.linesLog, j.encoded = nil, nil, false
+	j.lines, j.linesLog, j.linesEng, j.encoded = nil, nil, nil, false
 	j.done = make(chan struct{})
 	return j
 }

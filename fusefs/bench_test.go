@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"math"
 	"testing"
 
@@ -76,8 +77,8 @@ func BenchmarkViewReadBigBatches(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	ps := newPartState(newFsys(nil, Options{}), p)
-	st, err := newViewState(context.Background(), ps, viewFormat{}, func(*engine.Snapshot) (int64, error) { return 0, nil })
+	ps := newPartState(newFsys(nil, Options{}), asPart(p))
+	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 0, nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,13 +103,13 @@ func BenchmarkViewRead(b *testing.B) {
 	cfg.SegmentBytes = 4 << 20
 	p := openTestPartition(b, cfg)
 	viewRecordsFixture(b, p, 50000)
-	ps := newPartState(newFsys(nil, Options{}), p)
+	ps := newPartState(newFsys(nil, Options{}), asPart(p))
 	for _, f := range []struct {
 		name string
 		f    viewFormat
 	}{{"plain", viewFormat{}}, {"json", viewFormat{json: true}}} {
 		b.Run(f.name, func(b *testing.B) {
-			st, err := newViewState(context.Background(), ps, f.f, func(*engine.Snapshot) (int64, error) { return 0, nil })
+			st, err := newViewState(context.Background(), ps, f.f, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 0, nil })
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,6 +3,8 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
 	"log/slog"
 	"math/rand"
 	"strings"
@@ -151,10 +153,10 @@ func TestViewsCrossBufferBoundaries(t *testing.T) {
 
 			check := func(f *fsys, p *engine.Partition) {
 				t.Helper()
-				ps := newPartState(f, p)
+				ps := newPartState(f, asPart(p))
 				for _, format := range formats {
 					for _, from := range []int64{0, bigOff, bigOff + 1} {
-						st, err := newViewState(context.Background(), ps, format, func(*engine.Snapshot) (int64, error) { return from, nil })
+						st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
 						require.NoError(t, err)
 						want := renderAll(format, recs, from)
 						before := renderAll(format, recs[:3], from)
@@ -165,7 +167,7 @@ func TestViewsCrossBufferBoundaries(t *testing.T) {
 				}
 			}
 			quiet := slog.New(slog.DiscardHandler)
-			f := newFsys(d, Options{Logger: quiet})
+			f := newFsys(local.New(d), Options{Logger: quiet})
 			check(f, p)
 			f.sizes.write(f.cache, slog.LevelDebug)
 			f.sizes.close()
@@ -179,10 +181,10 @@ func TestViewsCrossBufferBoundaries(t *testing.T) {
 			require.NoError(t, err)
 			p, err = tp.Partition(0)
 			require.NoError(t, err)
-			f = newFsys(d, Options{Logger: quiet})
+			f = newFsys(local.New(d), Options{Logger: quiet})
 			defer f.sizes.close()
 			readBefore := p.Stats().BytesRead
-			st, err := newViewState(context.Background(), newPartState(f, p), viewFormat{}, func(s *engine.Snapshot) (int64, error) { return 0, nil })
+			st, err := newViewState(context.Background(), newPartState(f, asPart(p)), viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return 0, nil })
 			require.NoError(t, err)
 			assert.Equal(t, int64(len(renderAll(viewFormat{}, recs, 0))), st.size())
 			st.release()

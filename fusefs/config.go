@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,7 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/backend"
 )
 
 // configNode is a topic's config file: reading gives the effective config
@@ -44,19 +42,18 @@ var (
 	_ fs.NodeReleaser  = (*configNode)(nil)
 )
 
-// content renders the topic's config; num.partitions shows the actual count.
-func (c *configNode) content() ([]byte, *engine.Topic, error) {
-	t, err := c.fsys.topic(c.topic, c.gen)
+// content renders the topic's config.
+func (c *configNode) content(ctx context.Context) ([]byte, backend.Topic, error) {
+	t, err := c.fsys.topic(ctx, c.topic, c.gen)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := t.Config()
-	cfg.NumPartitions = int64(t.NumPartitions())
-	return []byte(cfg.String()), t, nil
+	b, err := t.ConfigText(ctx)
+	return b, t, err
 }
 
 func (c *configNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	b, _, err := c.content()
+	b, _, err := c.content(ctx)
 	if err != nil {
 		return c.fsys.errno("getattr", err)
 	}
@@ -84,7 +81,7 @@ func (c *configNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetA
 // the line framing for writing.
 type configHandle struct {
 	content []byte
-	topic   *engine.Topic
+	topic   backend.Topic
 	write   bool
 
 	mu    sync.Mutex
@@ -98,7 +95,7 @@ func (c *configNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	if write && c.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	b, t, err := c.content()
+	b, t, err := c.content(ctx)
 	if err != nil {
 		return nil, 0, c.fsys.errno("open", err)
 	}
@@ -132,7 +129,7 @@ func (c *configNode) Write(ctx context.Context, f fs.FileHandle, data []byte, of
 		c.fsys.log.Warn("fusefs: refused a config line over 64 KiB (EINVAL)", "topic", c.topic)
 		return 0, syscall.EINVAL
 	}
-	if err := h.applyLines(lines); err != nil {
+	if err := h.applyLines(ctx, lines); err != nil {
 		return 0, c.errno(err)
 	}
 	h.split.set(tail)
@@ -145,23 +142,21 @@ func (c *configNode) errno(err error) syscall.Errno {
 	return c.fsys.errno("write config", err)
 }
 
-// applyLines validates lines against the topic's config and applies them
+// applyLines parses lines and has the backend validate and apply them
 // together. Nothing is applied on error. The caller holds h.mu.
-func (h *configHandle) applyLines(lines [][]byte) error {
-	kv, err := h.accept(lines)
+func (h *configHandle) applyLines(ctx context.Context, lines [][]byte) error {
+	kv, err := parseConfigLines(lines)
 	if err != nil || len(kv) == 0 {
 		return err
 	}
-	return applyConfig(h.topic, kv)
+	return h.topic.AlterConfig(ctx, kv)
 }
 
-// accept validates lines against the topic config, each with the lines
-// before it applied, and returns the changes.
-func (h *configHandle) accept(lines [][]byte) (map[string]string, error) {
-	next := h.topic.Config()
-	next.NumPartitions = int64(h.topic.NumPartitions())
-	partitions := next.NumPartitions
-	add := map[string]string{}
+// parseConfigLines reads name=value lines (blank lines and # comments
+// skipped). A name given twice in one write is refused, so that no line
+// of a write goes unchecked.
+func parseConfigLines(lines [][]byte) (map[string]string, error) {
+	kv := map[string]string{}
 	for _, l := range lines {
 		line := string(bytes.TrimSuffix(l, []byte("\r")))
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
@@ -169,72 +164,26 @@ func (h *configHandle) accept(lines [][]byte) (map[string]string, error) {
 		}
 		name, value, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: config line %q has no '='", engine.ErrInvalidConfig, line)
+			return nil, fmt.Errorf("%w: config line %q has no '='", backend.ErrInvalidConfig, line)
 		}
 		name = strings.TrimSpace(name)
-		if old, err := next.Get(name); err == nil && old == value {
-			continue // restates the current value
+		if _, dup := kv[name]; dup {
+			return nil, fmt.Errorf("%w: %s is set twice in one write", backend.ErrInvalidConfig, name)
 		}
-		if !engine.IsTopicSetting(name) {
-			return nil, fmt.Errorf("%w: %s is not a topic setting", engine.ErrInvalidConfig, name)
-		}
-		if err := next.Set(name, value); err != nil {
-			return nil, err
-		}
-		if name == "num.partitions" && next.NumPartitions < partitions {
-			return nil, fmt.Errorf("%w: num.partitions cannot shrink from %d to %d", engine.ErrInvalidConfig, partitions, next.NumPartitions)
-		}
-		add[name] = value
+		kv[name] = value
 	}
-	return add, nil
-}
-
-// applyConfig applies validated changes: the settings (persisted first),
-// then new partitions. If adding the partitions fails, the settings are
-// put back, so a write applies all or nothing.
-func applyConfig(t *engine.Topic, kv map[string]string) error {
-	kv = maps.Clone(kv)
-	n := -1
-	if v, ok := kv["num.partitions"]; ok {
-		n, _ = strconv.Atoi(strings.TrimSpace(v))
-		delete(kv, "num.partitions")
-	}
-	old := map[string]string{}
-	cur := t.Config()
-	for k := range kv {
-		v, err := cur.Get(k)
-		if err != nil {
-			return err
-		}
-		old[k] = v
-	}
-	if len(kv) > 0 {
-		if err := t.AlterConfig(kv); err != nil {
-			return err
-		}
-	}
-	if n > t.NumPartitions() {
-		if err := t.AddPartitions(n); err != nil {
-			if len(old) > 0 {
-				if rerr := t.AlterConfig(old); rerr != nil {
-					return fmt.Errorf("%w (and restoring the settings of the same write failed: %v)", err, rerr)
-				}
-			}
-			return err
-		}
-	}
-	return nil
+	return kv, nil
 }
 
 // applyTail applies a final line without '\n' and forgets it.
-func (h *configHandle) applyTail() error {
+func (h *configHandle) applyTail(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	tail := h.split.take()
 	if len(tail) == 0 {
 		return nil
 	}
-	return h.applyLines([][]byte{tail})
+	return h.applyLines(ctx, [][]byte{tail})
 }
 
 // Flush applies a final line without '\n' (every other line was applied
@@ -244,7 +193,7 @@ func (c *configNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if !ok || !h.write {
 		return 0
 	}
-	if err := h.applyTail(); err != nil {
+	if err := h.applyTail(ctx); err != nil {
 		return c.errno(err)
 	}
 	return 0
@@ -259,7 +208,7 @@ func (c *configNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno
 	if !ok || !h.write {
 		return 0
 	}
-	if err := h.applyTail(); err != nil {
+	if err := h.applyTail(ctx); err != nil {
 		c.errno(err)
 	}
 	c.fsys.addWriter(c.topic, -1)

@@ -14,6 +14,7 @@
 // Usage:
 //
 //	srv, err := fusefs.Mount("/mnt/topics", logDir, fusefs.Options{Logger: log})
+//	// or fusefs.MountBackend(mountpoint, anyBackend, opts)
 //	if err != nil { ... }
 //	defer srv.Unmount()
 //	srv.Wait()
@@ -113,7 +114,10 @@
 // each open.
 //
 // Owns: the FUSE node tree, the rendering of views, the framing and
-// batching of appends, and the errno mapping. Imports: engine/...,
+// batching of appends, and the errno mapping. It reaches topics through
+// the backend interfaces (package backend; docs/ARCHITECTURE.md, The
+// backend seam), the engine only for what a data directory alone has.
+// Imports: backend/..., engine/...,
 // policies (for Scheduler and State only), internal/panics and go-fuse; it
 // is the only package besides internal/cli (which mounts) that imports
 // go-fuse (internal/archtest).

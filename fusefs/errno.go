@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"syscall"
 
-	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/engine/record"
 )
 
-// errnoTable maps engine errors to the errno a user sees, following the error
+// errnoTable maps backend errors (every backend wraps backend's sentinels) to the errno a user sees, following the error
 // table in README.md (The mount). It is walked in order with errors.Is, so wrapped
 // errors ("engine: unknown topic: orders") map like their sentinels. Errnos
 // that the file system passes through wrapped (ENOSPC, EIO, ...) are found by
@@ -19,17 +19,22 @@ var errnoTable = []struct {
 	err   error
 	errno syscall.Errno
 }{
-	{engine.ErrUnknownTopic, syscall.ENOENT},
-	{engine.ErrUnknownPartition, syscall.ENOENT},
-	{engine.ErrOffsetOutOfRange, syscall.ENOENT},
-	{engine.ErrRecordTooLarge, syscall.EMSGSIZE},
-	{engine.ErrInvalidConfig, syscall.EINVAL},
-	{engine.ErrInvalidTopic, syscall.EINVAL},
-	{engine.ErrTopicExists, syscall.EEXIST},
-	{engine.ErrReadOnly, syscall.EROFS},
-	{engine.ErrCorrupt, syscall.EIO},
-	{record.ErrTruncated, syscall.EIO}, // a batch running past the committed end: corrupt
-	{engine.ErrClosed, syscall.ENOENT}, // the topic was deleted under an open handle
+	{backend.ErrUnknownTopic, syscall.ENOENT},
+	{backend.ErrUnknownPartition, syscall.ENOENT},
+	{backend.ErrOffsetOutOfRange, syscall.ENOENT},
+	{backend.ErrRecordTooLarge, syscall.EMSGSIZE},
+	{backend.ErrInvalidConfig, syscall.EINVAL},
+	{backend.ErrInvalidTopic, syscall.EINVAL},
+	{backend.ErrInvalidRecord, syscall.EINVAL},
+	{backend.ErrTopicExists, syscall.EEXIST},
+	{backend.ErrReadOnly, syscall.EROFS},
+	{backend.ErrCorrupt, syscall.EIO},
+	{record.ErrTruncated, syscall.EIO},  // a batch running past the committed end: corrupt
+	{backend.ErrClosed, syscall.ENOENT}, // the topic was deleted under an open handle
+	{backend.ErrNotEnoughReplicas, syscall.EIO},
+	{backend.ErrNotAuthorized, syscall.EACCES},
+	{backend.ErrTimedOut, syscall.ETIMEDOUT},
+	{backend.ErrUnavailable, syscall.EHOSTUNREACH},
 	{errParse, syscall.EINVAL},
 	{errTooLong, syscall.EMSGSIZE},
 	{errKeyRequired, syscall.EINVAL},

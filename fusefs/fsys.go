@@ -11,46 +11,40 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
 	"github.com/topicfs/topicfs/engine"
-	"github.com/topicfs/topicfs/engine/record"
 )
 
-// partitionLog is what the tree needs of a partition. *engine.Partition
-// satisfies it (checked below); tests may substitute their own.
-type partitionLog interface {
-	Topic() string
-	ID() int
-	Dir() string
-	Config() engine.Config
-	// AppendEach appends each group as its own batch (or more, if a group
-	// exceeds max.message.bytes), all under one lock and in as few writes
-	// as possible, stopping at the first error.
-	AppendEach(groups [][]record.Record) (first, last int64, err error)
-	// AppendLines appends each '\n'-terminated line as a value-only
-	// record, in batches of about batchBytes.
-	AppendLines(lines []byte, batchBytes int) (first, last int64, err error)
-	// EncodeLines encodes lines as AppendLines would, without a lock
-	// (engine.ErrNotEncodable: use AppendLines); AppendEncoded appends
-	// them.
-	EncodeLines(e *engine.EncodedLines, lines []byte, batchBytes int) error
-	AppendEncoded(e *engine.EncodedLines) (first, last int64, err error)
-	Flush() error
-	Snapshot() *engine.Snapshot
-	OffsetForTime(ts int64) (int64, error)
-	LogStartOffset() int64
-	LogEndOffset() int64
-	RecoveryPoint() int64
-	FirstDirtyOffset() int64
-	Segments() []engine.SegmentInfo
-	Subscribe() (<-chan struct{}, func())
-	Stats() engine.PartitionStats
+// localPartition is what the tree uses of a partition on local disk
+// beyond backend.Partition: the segments/ directory, the local fields of
+// stats and the append path that encodes outside the partition lock.
+// backend/local's Partition has it; a cluster's partitions do not.
+type localPartition interface {
+	backend.Partition
+	Engine() *engine.Partition
 }
 
-var _ partitionLog = (*engine.Partition)(nil)
+// lineEncoder is a partition that encodes plain lines into batches
+// outside its lock, then appends them (the local engine's path for
+// cat > append; see appendHandle.writeBare).
+type lineEncoder interface {
+	EncodeLines(e *engine.EncodedLines, lines []byte, batchBytes int) error
+	AppendEncoded(e *engine.EncodedLines) (first, last int64, err error)
+}
+
+// localOf returns p's engine partition, or nil if p is not on local disk.
+func localOf(p backend.Partition) *engine.Partition {
+	if lp, ok := p.(localPartition); ok {
+		return lp.Engine()
+	}
+	return nil
+}
 
 // fsys is the state shared by every node of one mount.
 type fsys struct {
-	d       *engine.LogDir
+	b       backend.Backend
+	local   *engine.LogDir // the data directory, nil in cluster mode
 	opts    Options
 	log     *slog.Logger
 	mounted time.Time
@@ -62,9 +56,9 @@ type fsys struct {
 
 	mu struct {
 		sync.Mutex
-		gens    map[string]uint64           // topic → generation, bumped when it is deleted
-		parts   map[partitionLog]*partState // partitions with view or notifier state
-		writers map[string]int              // topic → open append/config write handles
+		gens    map[string]uint64                // topic → generation, bumped when it is deleted
+		parts   map[backend.Partition]*partState // partitions with view or notifier state
+		writers map[string]int                   // topic → open append/config write handles
 		// released is closed (and replaced) whenever a write handle is
 		// released or drops its tail hold, to wake a waiting rmdir or
 		// reader.
@@ -75,14 +69,17 @@ type fsys struct {
 	}
 }
 
-func newFsys(d *engine.LogDir, opts Options) *fsys {
-	f := &fsys{d: d, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries)}
+func newFsys(b backend.Backend, opts Options) *fsys {
+	f := &fsys{b: b, opts: opts, log: opts.Logger, mounted: time.Now(), cache: newIndexCache(cmp.Or(opts.indexEntries, indexCacheEntries), measureEntries)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	f.sizes = newViewSizes(d, opts.ReadOnly, f.log)
+	if lb, ok := b.(*local.Backend); ok {
+		f.local = lb.LogDir()
+	}
+	f.sizes = newViewSizes(f.local, opts.ReadOnly, f.log)
 	f.mu.gens = map[string]uint64{}
-	f.mu.parts = map[partitionLog]*partState{}
+	f.mu.parts = map[backend.Partition]*partState{}
 	f.mu.writers = map[string]int{}
 	f.mu.released = make(chan struct{})
 	f.mu.tails = map[*appendHandle]tailHold{}
@@ -149,16 +146,16 @@ func (l partLoc) ino(rest ...string) uint64 {
 
 // topic resolves the topic of generation gen; a deleted (or deleted and
 // recreated) topic is ErrUnknownTopic.
-func (f *fsys) topic(name string, gen uint64) (*engine.Topic, error) {
+func (f *fsys) topic(ctx context.Context, name string, gen uint64) (backend.Topic, error) {
 	if f.gen(name) != gen {
-		return nil, engine.ErrUnknownTopic
+		return nil, backend.ErrUnknownTopic
 	}
-	return f.d.Topic(name)
+	return f.b.Topic(ctx, name)
 }
 
 // partition resolves l to the engine partition and its view state.
-func (f *fsys) partition(l partLoc) (partitionLog, *partState, error) {
-	t, err := f.topic(l.topic, l.gen)
+func (f *fsys) partition(ctx context.Context, l partLoc) (backend.Partition, *partState, error) {
+	t, err := f.topic(ctx, l.topic, l.gen)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,7 +167,7 @@ func (f *fsys) partition(l partLoc) (partitionLog, *partState, error) {
 }
 
 // partState returns the view state of p, creating it on first use.
-func (f *fsys) partState(p partitionLog) *partState {
+func (f *fsys) partState(p backend.Partition) *partState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ps := f.mu.parts[p]
@@ -183,7 +180,7 @@ func (f *fsys) partState(p partitionLog) *partState {
 
 // notified returns a channel closed once the views of p that the kernel
 // knows have been told of its growth, or nil if there are none.
-func (f *fsys) notified(p partitionLog) chan struct{} {
+func (f *fsys) notified(p backend.Partition) chan struct{} {
 	f.mu.Lock()
 	ps := f.mu.parts[p]
 	f.mu.Unlock()
@@ -240,7 +237,7 @@ func (f *fsys) deleteTopic(ctx context.Context, name string) syscall.Errno {
 			return syscall.EINTR
 		}
 	}
-	if err := f.d.DeleteTopic(name); err != nil {
+	if err := f.b.DeleteTopic(ctx, name); err != nil {
 		return f.errno("rmdir", err)
 	}
 	f.mu.gens[name]++

@@ -3,6 +3,8 @@ package fusefs
 import (
 	"cmp"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,7 +44,7 @@ type Options struct {
 // NewRoot returns the root of the tree over d, for fs.Mount or a test
 // harness. Mount is the usual entry point.
 func NewRoot(d *engine.LogDir, opts Options) fs.InodeEmbedder {
-	return newRoot(newFsys(d, opts))
+	return newRoot(newFsys(local.New(d), opts))
 }
 
 // attrTimeout is the global attribute and entry timeout (docs/FUSE.md §1):
@@ -106,11 +108,18 @@ func (s *Server) saveSizes(every time.Duration) {
 	}
 }
 
-// Mount mounts the tree over d at mountpoint and serves it in the
-// background. The caller unmounts with Unmount and then waits with Wait
-// before closing d.
+// Mount mounts the tree over the data directory d at mountpoint and serves
+// it in the background. The caller unmounts with Unmount and then waits
+// with Wait before closing d.
 func Mount(mountpoint string, d *engine.LogDir, opts Options) (*Server, error) {
-	f := newFsys(d, opts)
+	return MountBackend(mountpoint, local.New(d), opts)
+}
+
+// MountBackend mounts the tree over b (a data directory's backend/local, or
+// a cluster) at mountpoint and serves it in the background. The caller
+// unmounts with Unmount and then waits with Wait before closing b.
+func MountBackend(mountpoint string, b backend.Backend, opts Options) (*Server, error) {
+	f := newFsys(b, opts)
 	one := attrTimeout
 	var zero time.Duration
 	mo := fuse.MountOptions{

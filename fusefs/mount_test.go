@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/topicfs/topicfs/backend/local"
 	"io"
 	"log/slog"
 	"os"
@@ -681,7 +682,7 @@ func TestDeleteTopicWaitsForWriters(t *testing.T) {
 	defer d.Close()
 	_, err = d.CreateTopic("w", 1)
 	require.NoError(t, err)
-	f := newFsys(d, Options{})
+	f := newFsys(local.New(d), Options{})
 
 	// A handle released while rmdir waits: the topic is deleted.
 	f.addWriter("w", 1)

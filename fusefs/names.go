@@ -18,22 +18,26 @@ func splitFormat(name string) (base string, jsonl bool) {
 	return name, false
 }
 
-// parseByOffset parses a by-offset/ entry name: a non-negative decimal offset,
-// optionally followed by ".jsonl". Anything else is errParse (ENOENT at
-// lookup).
+// parseByOffset parses a by-offset/ entry name: a non-negative decimal
+// offset N, or -N (N >= 1) for the last N offsets, optionally followed by
+// ".jsonl". Anything else is errParse (ENOENT at lookup).
 func parseByOffset(name string) (offset int64, jsonl bool, err error) {
 	base, jsonl := splitFormat(name)
-	if base == "" || len(base) > 19 {
+	digits, last := strings.CutPrefix(base, "-")
+	if digits == "" || len(digits) > 19 {
 		return 0, false, fmt.Errorf("%w: by-offset name %q", errParse, name)
 	}
-	for i := 0; i < len(base); i++ {
-		if base[i] < '0' || base[i] > '9' {
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
 			return 0, false, fmt.Errorf("%w: by-offset name %q", errParse, name)
 		}
 	}
-	off, err := strconv.ParseInt(base, 10, 64)
-	if err != nil {
+	off, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || (last && off == 0) {
 		return 0, false, fmt.Errorf("%w: by-offset name %q", errParse, name)
+	}
+	if last {
+		off = -off
 	}
 	return off, jsonl, nil
 }

@@ -23,7 +23,13 @@ func TestParseByOffset(t *testing.T) {
 		{"9223372036854775808", 0, false, false},
 		{"", 0, false, false},
 		{".jsonl", 0, false, false},
-		{"-1", 0, false, false},
+		{"-1", -1, false, true},
+		{"-10.jsonl", -10, true, true},
+		{"-9223372036854775807", -(1<<63 - 1), false, true},
+		{"-0", 0, false, false},
+		{"--1", 0, false, false},
+		{"-", 0, false, false},
+		{"-.jsonl", 0, false, false},
 		{"+1", 0, false, false},
 		{"1e3", 0, false, false},
 		{"12.json", 0, false, false},
@@ -101,8 +107,8 @@ func FuzzParseByOffset(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if off < 0 {
-			t.Fatalf("negative offset %d from %q", off, name)
+		if off == 0 && name[0] == '-' {
+			t.Fatalf("-0 accepted: %q", name)
 		}
 		canon := formatOffsetName(off, jsonl)
 		off2, jsonl2, err := parseByOffset(canon)

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"github.com/topicfs/topicfs/backend"
 	"io"
 	"sync"
 	"time"
@@ -21,7 +22,7 @@ const notifyInterval = 20 * time.Millisecond
 // the notifier goroutine that tells the kernel when they grow.
 type partState struct {
 	fsys *fsys
-	p    partitionLog
+	p    backend.Partition
 
 	mu struct {
 		sync.Mutex
@@ -34,7 +35,7 @@ type partState struct {
 	}
 }
 
-func newPartState(f *fsys, p partitionLog) *partState {
+func newPartState(f *fsys, p backend.Partition) *partState {
 	ps := &partState{fsys: f, p: p}
 	ps.mu.views = map[*viewNode]struct{}{}
 	return ps
@@ -109,12 +110,22 @@ func (ps *partState) unwatch(v *viewNode) {
 // notifying thread sticks in D state and the process can never exit
 // (observed in the crash test). It runs outside every FUSE handler, as
 // notifications from inside one can deadlock the kernel (docs/FUSE.md §5).
+// end returns the partition's end offset, or last if the backend cannot
+// say now (a cluster that is unreachable: the next round asks again).
+func (ps *partState) end(last int64) int64 {
+	offs, err := ps.p.Offsets(context.Background())
+	if err != nil {
+		return last
+	}
+	return offs.End
+}
+
 func (ps *partState) notifier(stop, kick chan struct{}) {
 	ch, cancel := ps.p.Subscribe()
 	defer cancel()
 	ticker := time.NewTicker(time.Second) // a safety net for missed signals
 	defer ticker.Stop()
-	lastEnd := ps.p.LogEndOffset()
+	lastEnd := ps.end(-1)
 	for {
 		select {
 		case <-stop:
@@ -128,7 +139,7 @@ func (ps *partState) notifier(stop, kick chan struct{}) {
 		waiters := ps.mu.waiters
 		ps.mu.waiters = nil
 		ps.mu.Unlock()
-		end := ps.p.LogEndOffset()
+		end := ps.end(lastEnd)
 		ps.notifyViews(end != lastEnd)
 		lastEnd = end
 		for _, w := range waiters {

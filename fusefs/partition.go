@@ -37,8 +37,9 @@ var partitionEntries = []struct {
 
 func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	testPanic("lookup", &p.Inode, name)
-	if _, _, err := p.fsys.partition(p.loc); err != nil {
-		return nil, syscall.ENOENT
+	pl, _, err := p.fsys.partition(ctx, p.loc)
+	if err != nil {
+		return nil, p.fsys.errno("lookup", err)
 	}
 	var mk func() fs.InodeEmbedder
 	mode := uint32(syscall.S_IFREG)
@@ -58,6 +59,9 @@ func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 	case "by-time":
 		mk, mode = func() fs.InodeEmbedder { return &byTimeDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	case "segments":
+		if localOf(pl) == nil {
+			return nil, syscall.ENOENT
+		}
 		mk, mode = func() fs.InodeEmbedder { return &segmentsDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	default:
 		return nil, syscall.ENOENT
@@ -67,11 +71,15 @@ func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 }
 
 func (p *partitionNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	if _, _, err := p.fsys.partition(p.loc); err != nil {
-		return nil, syscall.ENOENT
+	pl, _, err := p.fsys.partition(ctx, p.loc)
+	if err != nil {
+		return nil, p.fsys.errno("readdir", err)
 	}
 	entries := make([]fuse.DirEntry, 0, len(partitionEntries))
 	for _, e := range partitionEntries {
+		if e.name == "segments" && localOf(pl) == nil {
+			continue // only a partition on local disk has segment files
+		}
 		entries = append(entries, fuse.DirEntry{Name: e.name, Mode: e.mode, Ino: p.loc.ino(e.name)})
 	}
 	return listDir(entries), 0
@@ -94,28 +102,42 @@ func (d *byOffsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if err != nil {
 		return nil, syscall.ENOENT
 	}
-	pl, _, err := d.fsys.partition(d.loc)
+	pl, _, err := d.fsys.partition(ctx, d.loc)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, d.fsys.errno("lookup", err)
 	}
-	if off < pl.LogStartOffset() || off > pl.LogEndOffset() {
+	offs, err := pl.Offsets(ctx)
+	if err != nil {
+		return nil, d.fsys.errno("lookup", err)
+	}
+	if off >= 0 && (off < offs.LogStart || off > offs.End) {
 		return nil, syscall.ENOENT
 	}
 	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
 		return &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByOffset, jsonl: jsonl, offset: off}
 	})
+	if off < 0 {
+		// The start moves as the log grows: do not let the kernel keep
+		// the entry (and its size) for long.
+		out.SetEntryTimeout(time.Millisecond)
+		out.SetAttrTimeout(time.Millisecond)
+	}
 	return ch, entry(ctx, ch.Operations(), out)
 }
 
 func (d *byOffsetDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	pl, _, err := d.fsys.partition(d.loc)
+	pl, _, err := d.fsys.partition(ctx, d.loc)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, d.fsys.errno("readdir", err)
+	}
+	bounds, err := pl.Offsets(ctx)
+	if err != nil {
+		return nil, d.fsys.errno("readdir", err)
 	}
 	var entries []fuse.DirEntry
-	offs := []int64{pl.LogStartOffset()}
-	if end := pl.LogEndOffset(); end != offs[0] {
-		offs = append(offs, end)
+	offs := []int64{bounds.LogStart}
+	if bounds.End != offs[0] {
+		offs = append(offs, bounds.End)
 	}
 	for _, off := range offs {
 		for _, jsonl := range []bool{false, true} {
@@ -143,8 +165,8 @@ func (d *byTimeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if err != nil {
 		return nil, syscall.ENOENT
 	}
-	if _, _, err := d.fsys.partition(d.loc); err != nil {
-		return nil, syscall.ENOENT
+	if _, _, err := d.fsys.partition(ctx, d.loc); err != nil {
+		return nil, d.fsys.errno("lookup", err)
 	}
 	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-time", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
 		return &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByTime, jsonl: jsonl, tspec: spec}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"math/rand"
 	"testing"
 
@@ -199,10 +200,10 @@ func TestRawViewsMatchDecodedViews(t *testing.T) {
 		}
 		all = append(all, batch...)
 	}
-	ps := newPartState(newFsys(nil, Options{}), p)
+	ps := newPartState(newFsys(nil, Options{}), asPart(p))
 	for _, f := range []viewFormat{{}, {nullMarker: "-"}} {
 		want := renderAll(f, all, 3)
-		st, err := newViewState(context.Background(), ps, f, func(*engine.Snapshot) (int64, error) { return 3, nil })
+		st, err := newViewState(context.Background(), ps, f, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 3, nil })
 		require.NoError(t, err)
 		require.Equal(t, int64(len(want)), st.size())
 		for _, size := range []int{1, 7, 100, 4096, 65536, 1 << 20} {

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
@@ -64,7 +65,7 @@ func testPanicName(op, path string) {
 }
 
 // testPanicPart calls panicHook, if set, for partition p ("topic/id").
-func testPanicPart(op string, p partitionLog) {
+func testPanicPart(op string, p backend.Partition) {
 	if h := panicHook.Load(); h != nil {
 		(*h)(op, fmt.Sprintf("%s/%d", p.Topic(), p.ID()))
 	}

@@ -274,7 +274,7 @@ func TestPanicInNotifier(t *testing.T) {
 	require.NoError(t, err)
 	p, err := f.Partition(0)
 	require.NoError(t, err)
-	assert.Nil(t, m.f.notified(p), "no notifier runs again for the partition")
+	assert.Nil(t, m.f.notified(partOf(m.f, p)), "no notifier runs again for the partition")
 	assertCounted(t, injected, before, "notifier", "notify")
 }
 

@@ -41,17 +41,19 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if len(name) > nameMax {
 		return nil, syscall.ENAMETOOLONG
 	}
-	if _, err := r.fsys.d.Topic(name); err != nil {
-		return nil, syscall.ENOENT
+	if _, err := r.fsys.b.Topic(ctx, name); err != nil {
+		return nil, r.fsys.errno("lookup", err)
 	}
 	return r.topicChild(ctx, name, out), 0
 }
 
 func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	topics := r.fsys.d.Topics()
+	topics, err := r.fsys.b.Topics(ctx)
+	if err != nil {
+		return nil, r.fsys.errno("readdir", err)
+	}
 	entries := make([]fuse.DirEntry, 0, len(topics))
-	for _, t := range topics {
-		name := t.Name()
+	for _, name := range topics {
 		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(r.fsys.gen(name), name)})
 	}
 	return listDir(entries), 0
@@ -67,7 +69,7 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if len(name) > nameMax {
 		return nil, syscall.ENAMETOOLONG
 	}
-	if _, err := r.fsys.d.CreateTopic(name, 0); err != nil {
+	if _, err := r.fsys.b.CreateTopic(ctx, name, 0); err != nil {
 		var sys syscall.Errno
 		if errors.As(err, &sys) {
 			// A system failure (EMFILE, ENOSPC, EIO, ...), not a refusal

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"math"
 	"sort"
 	"sync"
@@ -15,20 +16,9 @@ import (
 	"github.com/topicfs/topicfs/engine/record"
 )
 
-// segmentReader is what a view reads of a segment. *engine.Segment
-// satisfies it.
-type segmentReader interface {
-	BaseOffset() int64
-	NextOffset() int64
-	Size() int64
-	ReadBatch(pos int64, buf []byte) (record.Batch, error)
-	ReadAt(p []byte, off int64) (int, error)
-	FindOffset(target int64) (int64, error)
-	AbortedTxns() []index.AbortedTxn
-	Retain()
-	Release()
-	LogPath() string
-}
+// segmentReader is what a view reads of a segment: a backend's Segment
+// (*engine.Segment on local disk).
+type segmentReader = backend.Segment
 
 var _ segmentReader = (*engine.Segment)(nil)
 

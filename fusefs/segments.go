@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"github.com/topicfs/topicfs/backend"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,16 +28,20 @@ var (
 	_ fs.NodeReaddirer = (*segmentsDir)(nil)
 )
 
-func (d *segmentsDir) dir() (string, error) {
-	p, _, err := d.fsys.partition(d.loc)
+func (d *segmentsDir) dir(ctx context.Context) (string, error) {
+	p, _, err := d.fsys.partition(ctx, d.loc)
 	if err != nil {
 		return "", err
 	}
-	return p.Dir(), nil
+	ep := localOf(p)
+	if ep == nil {
+		return "", backend.ErrUnknownPartition // segments/ exists on local disk only
+	}
+	return ep.Dir(), nil
 }
 
 func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	dir, err := d.dir()
+	dir, err := d.dir(ctx)
 	if err != nil || strings.ContainsRune(name, '/') {
 		return nil, syscall.ENOENT
 	}
@@ -52,7 +57,7 @@ func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 }
 
 func (d *segmentsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	dir, err := d.dir()
+	dir, err := d.dir(ctx)
 	if err != nil {
 		return nil, syscall.ENOENT
 	}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
+	"github.com/topicfs/topicfs/engine"
 	"syscall"
 	"time"
 
@@ -70,7 +71,7 @@ type counterStats struct {
 	Corruptions     int64 `json:"corruptions"`
 }
 
-func countersOf(p partitionLog) counterStats {
+func countersOf(p *engine.Partition) counterStats {
 	c := p.Stats()
 	return counterStats{
 		BytesAppended: c.BytesAppended, RecordsAppended: c.RecordsAppended, BatchesAppended: c.BatchesAppended,
@@ -79,10 +80,23 @@ func countersOf(p partitionLog) counterStats {
 	}
 }
 
-func (s *statsNode) render() ([]byte, error) {
-	p, _, err := s.fsys.partition(s.loc)
+// statsRenderer is a partition (of a cluster) that renders its own stats
+// file.
+type statsRenderer interface {
+	StatsJSON(ctx context.Context) ([]byte, error)
+}
+
+func (s *statsNode) render(ctx context.Context) ([]byte, error) {
+	bp, _, err := s.fsys.partition(ctx, s.loc)
 	if err != nil {
 		return nil, err
+	}
+	p := localOf(bp)
+	if p == nil {
+		if r, ok := bp.(statsRenderer); ok {
+			return r.StatsJSON(ctx)
+		}
+		return []byte("{}\n"), nil
 	}
 	st := partitionStats{
 		Topic:          s.loc.topic,
@@ -128,7 +142,7 @@ func (s *statsNode) render() ([]byte, error) {
 // idlePolicyState is the cleaner and retention state of a partition when no
 // scheduler reports one (a read-only mount runs neither): the configured
 // policy, the cleaner checkpoint, and a sentence saying nothing runs.
-func idlePolicyState(loc partLoc, p partitionLog, readOnly bool) *policies.PartitionState {
+func idlePolicyState(loc partLoc, p *engine.Partition, readOnly bool) *policies.PartitionState {
 	cfg := p.Config()
 	why := "retention and log cleaning are not running on this mount, so no segment is deleted or compacted"
 	if readOnly {
@@ -146,7 +160,7 @@ func idlePolicyState(loc partLoc, p partitionLog, readOnly bool) *policies.Parti
 }
 
 // firstTimestamp is the timestamp of the first retained record, -1 if none.
-func firstTimestamp(p partitionLog) int64 {
+func firstTimestamp(p *engine.Partition) int64 {
 	snap := p.Snapshot()
 	defer snap.Release()
 	start := snap.LogStartOffset
@@ -185,7 +199,7 @@ func (s *statsNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 	if h, ok := f.(*statsHandle); ok {
 		out.Size = uint64(len(h.content))
 	} else {
-		b, err := s.render()
+		b, err := s.render(ctx)
 		if err != nil {
 			return s.fsys.errno("getattr", err)
 		}
@@ -215,7 +229,7 @@ func (s *statsNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 		}
 		return nil, 0, syscall.EACCES
 	}
-	b, err := s.render()
+	b, err := s.render(ctx)
 	if err != nil {
 		return nil, 0, s.fsys.errno("open stats", err)
 	}

@@ -43,9 +43,9 @@ func (t *topicNode) partitionChild(ctx context.Context, id int, out *fuse.EntryO
 }
 
 func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	topic, err := t.fsys.topic(t.name, t.gen)
+	topic, err := t.fsys.topic(ctx, t.name, t.gen)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, t.fsys.errno("lookup", err)
 	}
 	var mk func() fs.InodeEmbedder
 	switch name {
@@ -61,7 +61,7 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			return nil, syscall.ENOENT
 		}
 		if _, err := topic.Partition(id); err != nil {
-			return nil, syscall.ENOENT
+			return nil, t.fsys.errno("lookup", err)
 		}
 		return t.partitionChild(ctx, id, out), 0
 	}
@@ -70,18 +70,18 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 }
 
 func (t *topicNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	topic, err := t.fsys.topic(t.name, t.gen)
+	topic, err := t.fsys.topic(ctx, t.name, t.gen)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, t.fsys.errno("readdir", err)
 	}
 	entries := []fuse.DirEntry{
 		{Name: "append", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append")},
 		{Name: "append.jsonl", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append.jsonl")},
 		{Name: "config", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "config")},
 	}
-	for _, p := range topic.Partitions() {
-		loc := partLoc{topic: t.name, gen: t.gen, id: p.ID()}
-		entries = append(entries, fuse.DirEntry{Name: strconv.Itoa(p.ID()), Mode: syscall.S_IFDIR, Ino: loc.ino()})
+	for id := range topic.NumPartitions() {
+		loc := partLoc{topic: t.name, gen: t.gen, id: id}
+		entries = append(entries, fuse.DirEntry{Name: strconv.Itoa(id), Mode: syscall.S_IFDIR, Ino: loc.ino()})
 	}
 	return listDir(entries), 0
 }
@@ -92,9 +92,9 @@ func (t *topicNode) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 	if t.fsys.opts.ReadOnly {
 		return nil, syscall.EROFS
 	}
-	topic, err := t.fsys.topic(t.name, t.gen)
+	topic, err := t.fsys.topic(ctx, t.name, t.gen)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, t.fsys.errno("mkdir partition", err)
 	}
 	id, ok := parsePartitionName(name)
 	if !ok {
@@ -107,7 +107,7 @@ func (t *topicNode) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 	case id > n:
 		return nil, syscall.EINVAL
 	}
-	if err := topic.AddPartitions(n + 1); err != nil {
+	if err := topic.AddPartitions(ctx, n+1); err != nil {
 		return nil, t.fsys.errno("mkdir partition", err)
 	}
 	return t.partitionChild(ctx, id, out), 0

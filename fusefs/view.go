@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"github.com/topicfs/topicfs/backend"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,15 +11,13 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/topicfs/topicfs/engine"
 )
 
 type viewKind int
 
 const (
 	viewRecords  viewKind = iota // records, records.jsonl: from the log start
-	viewByOffset                 // by-offset/N: from offset N
+	viewByOffset                 // by-offset/N: from offset N; by-offset/-N: N offsets before the end
 	viewByTime                   // by-time/T: from the first record at or after T
 )
 
@@ -32,7 +31,7 @@ type viewNode struct {
 	loc    partLoc
 	kind   viewKind
 	jsonl  bool
-	offset int64    // viewByOffset
+	offset int64    // viewByOffset: N, or -N for the last N offsets
 	tspec  timeSpec // viewByTime
 
 	mu struct {
@@ -59,38 +58,55 @@ var (
 	_ fs.NodeReleaser    = (*viewNode)(nil)
 )
 
-// startFunc resolves where the view starts in a snapshot.
-func (v *viewNode) startFunc(p partitionLog) func(*engine.Snapshot) (int64, error) {
-	switch v.kind {
-	case viewByOffset:
-		return func(*engine.Snapshot) (int64, error) { return v.offset, nil }
-	case viewByTime:
-		return func(s *engine.Snapshot) (int64, error) {
-			off, err := p.OffsetForTime(v.tspec.resolve(time.Now()))
-			if err != nil {
-				return 0, err
-			}
-			return min(max(off, s.LogStartOffset), s.LogEndOffset), nil
+// start resolves where the view starts: hint, the offset to snapshot from
+// (backend.FromStart: the log start), and from, the start in that
+// snapshot. by-offset/N must lie in the snapshot's range
+// (ErrOffsetOutOfRange); by-offset/-N starts N offsets before the end, and
+// by-time/T at the first record at or after T, both kept within the range.
+func (v *viewNode) start(ctx context.Context, p backend.Partition) (hint int64, from func(*backend.Snapshot) (int64, error), err error) {
+	switch {
+	case v.kind == viewByOffset && v.offset >= 0:
+		return v.offset, func(*backend.Snapshot) (int64, error) { return v.offset, nil }, nil
+	case v.kind == viewByOffset:
+		offs, err := p.Offsets(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		hint = max(offs.End+v.offset, offs.LogStart)
+	case v.kind == viewByTime:
+		if hint, err = p.OffsetForTime(ctx, v.tspec.resolve(time.Now())); err != nil {
+			return 0, nil, err
 		}
 	default:
-		return func(s *engine.Snapshot) (int64, error) { return s.LogStartOffset, nil }
+		return backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil }, nil
 	}
+	return hint, func(s *backend.Snapshot) (int64, error) {
+		return min(max(hint, s.Offsets.LogStart), s.Offsets.End), nil
+	}, nil
 }
 
 // newState builds a fresh state from the partition as it is now.
 func (v *viewNode) newState(ctx context.Context) (*viewState, *partState, error) {
-	p, ps, err := v.fsys.partition(v.loc)
+	t, err := v.fsys.topic(ctx, v.loc.topic, v.loc.gen)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := newViewState(ctx, ps, formatFor(p.Config(), v.jsonl), v.startFunc(p))
+	p, ps, err := v.fsys.partition(ctx, v.loc)
+	if err != nil {
+		return nil, nil, err
+	}
+	hint, from, err := v.start(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := newViewState(ctx, ps, formatFor(t.Settings(), v.jsonl), hint, from)
 	return st, ps, err
 }
 
 // OnAdd registers the view for growth notifications while the kernel knows
 // it (the entry and its attributes may be cached for a second).
 func (v *viewNode) OnAdd(ctx context.Context) {
-	if _, ps, err := v.fsys.partition(v.loc); err == nil {
+	if _, ps, err := v.fsys.partition(ctx, v.loc); err == nil {
 		v.mu.Lock()
 		v.mu.watched = ps
 		v.mu.Unlock()
@@ -401,7 +417,7 @@ func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 }
 
 // formatFor is the format of a plain (jsonl false) or JSON view under cfg.
-func formatFor(cfg engine.Config, jsonl bool) viewFormat {
+func formatFor(cfg backend.Settings, jsonl bool) viewFormat {
 	if jsonl {
 		return viewFormat{json: true}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"io"
 	"math"
 	"math/rand"
@@ -78,12 +79,12 @@ func TestViewStateReadsAndSeeks(t *testing.T) {
 	recs := viewRecordsFixture(t, p, 2500)
 	require.Greater(t, len(p.Segments()), 3)
 	f := newFsys(nil, Options{})
-	ps := newPartState(f, p)
+	ps := newPartState(f, asPart(p))
 	formats := []viewFormat{{}, {printKey: true, separator: "=", nullMarker: "NULL"}, {json: true}}
 	for _, format := range formats {
 		for _, from := range []int64{0, 17, 1234, int64(len(recs)) - 1, int64(len(recs))} {
 			t.Run(fmt.Sprintf("%+v/from-%d", format, from), func(t *testing.T) {
-				st, err := newViewState(context.Background(), ps, format, func(*engine.Snapshot) (int64, error) { return from, nil })
+				st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
 				require.NoError(t, err)
 				defer st.release()
 				want := renderAll(format, recs, from)
@@ -119,8 +120,8 @@ func TestViewStateGrowsAndKeepsDeletedSegments(t *testing.T) {
 	p := openTestPartition(t, cfg)
 	recs := viewRecordsFixture(t, p, 1000)
 	f := newFsys(nil, Options{})
-	ps := newPartState(f, p)
-	st, err := newViewState(context.Background(), ps, viewFormat{}, func(s *engine.Snapshot) (int64, error) { return s.LogStartOffset, nil })
+	ps := newPartState(f, asPart(p))
+	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
 	require.NoError(t, err)
 	defer st.release()
 	want := renderAll(viewFormat{}, recs, 0)
@@ -144,7 +145,7 @@ func TestViewStateGrowsAndKeepsDeletedSegments(t *testing.T) {
 	assert.Equal(t, string(want), string(got[:k]))
 
 	// A new state starts at the new log start.
-	st2, err := newViewState(context.Background(), ps, viewFormat{}, func(s *engine.Snapshot) (int64, error) { return s.LogStartOffset, nil })
+	st2, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
 	require.NoError(t, err)
 	defer st2.release()
 	assert.Less(t, st2.size(), st.size())
@@ -156,8 +157,8 @@ func TestSeekReadsOneInterval(t *testing.T) {
 	p := openTestPartition(t, cfg)
 	viewRecordsFixture(t, p, 8000)
 	f := newFsys(nil, Options{})
-	ps := newPartState(f, p)
-	st, err := newViewState(context.Background(), ps, viewFormat{}, func(s *engine.Snapshot) (int64, error) { return 0, nil })
+	ps := newPartState(f, asPart(p))
+	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return 0, nil })
 	require.NoError(t, err)
 	defer st.release()
 	size := st.size()
@@ -314,9 +315,9 @@ func TestViewStateTinyReads(t *testing.T) {
 	cfg.SegmentBytes = 32 << 10
 	p := openTestPartition(t, cfg)
 	recs := viewRecordsFixture(t, p, 300)
-	ps := newPartState(newFsys(nil, Options{}), p)
+	ps := newPartState(newFsys(nil, Options{}), asPart(p))
 	for _, format := range testFormats {
-		st, err := newViewState(context.Background(), ps, format, func(*engine.Snapshot) (int64, error) { return 5, nil })
+		st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 5, nil })
 		require.NoError(t, err)
 		want := renderAll(format, recs, 5)
 		for _, size := range []int{1, 3, 64, 1000} {

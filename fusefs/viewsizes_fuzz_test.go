@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
 	"hash/crc32"
 	"log/slog"
 	"math"
@@ -206,10 +208,10 @@ func TestHostileSavedIndexNeverCrashes(t *testing.T) {
 				e.cps, e.blob = 0, nil
 			}
 			require.NoError(t, os.WriteFile(filepath.Join(data, ViewSizesFile), rawViewSizes([]rawEntry{e}), 0o644))
-			f := newFsys(d, Options{Logger: slog.New(slog.DiscardHandler), ReadOnly: true})
-			ps := newPartState(f, p)
+			f := newFsys(local.New(d), Options{Logger: slog.New(slog.DiscardHandler), ReadOnly: true})
+			ps := newPartState(f, asPart(p))
 			for _, from := range []int64{0, recs[3].Offset} {
-				st, err := newViewState(context.Background(), ps, viewFormat{}, func(*engine.Snapshot) (int64, error) { return from, nil })
+				st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
 				if err != nil {
 					continue // EIO: the saved index points inside a batch
 				}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"github.com/topicfs/topicfs/backend"
 	"runtime"
 	"sort"
 	"sync"
@@ -44,29 +45,25 @@ type viewState struct {
 	}
 }
 
-func toReaders(snap *engine.Snapshot) []segmentReader {
-	segs := make([]segmentReader, len(snap.Segments))
-	for i, s := range snap.Segments {
-		segs[i] = s
+// newViewState snapshots ps's partition from offset hint (the view's
+// start as far as it is known before the snapshot; backend.FromStart) and
+// holds the segments from the one holding offset from(snapshot) onwards.
+// from may return ErrOffsetOutOfRange.
+func newViewState(ctx context.Context, ps *partState, format viewFormat, hint int64, from func(*backend.Snapshot) (int64, error)) (*viewState, error) {
+	snap, err := ps.p.Snapshot(ctx, hint)
+	if err != nil {
+		return nil, err
 	}
-	return segs
-}
-
-// newViewState snapshots ps's partition and holds the segments from the
-// one holding offset from(snapshot) onwards. from may return
-// ErrOffsetOutOfRange.
-func newViewState(ctx context.Context, ps *partState, format viewFormat, from func(*engine.Snapshot) (int64, error)) (*viewState, error) {
-	snap := ps.p.Snapshot()
 	defer snap.Release()
 	start, err := from(snap)
 	if err != nil {
 		return nil, err
 	}
-	if start < snap.LogStartOffset || start > snap.LogEndOffset {
-		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", engine.ErrOffsetOutOfRange, start, snap.LogStartOffset, snap.LogEndOffset)
+	if start < snap.Offsets.LogStart || start > snap.Offsets.End {
+		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", backend.ErrOffsetOutOfRange, start, snap.Offsets.LogStart, snap.Offsets.End)
 	}
 	st := &viewState{ps: ps, format: format, from: start}
-	segs := toReaders(snap)
+	segs := snap.Segments
 	if len(segs) == 0 {
 		return nil, engine.ErrClosed // a deleted or closed partition
 	}
@@ -202,7 +199,10 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	if st.mu.released {
 		return oldSize, oldSize, nil
 	}
-	snap := st.ps.p.Snapshot()
+	snap, err := st.ps.p.Snapshot(ctx, st.from)
+	if err != nil {
+		return oldSize, oldSize, err
+	}
 	defer snap.Release()
 	n := len(st.mu.segs)
 	last := st.mu.segs[n-1].key.seg
@@ -240,7 +240,7 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 			s.Retain()
 			st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: s, format: st.format}, from: f, skip: -1})
 		}
-		if ab := newAbortedSet(toReaders(snap)); !ab.empty() {
+		if ab := newAbortedSet(snap.Segments); !ab.empty() {
 			st.mu.ab = ab
 		}
 	}

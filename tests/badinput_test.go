@@ -104,7 +104,7 @@ func TestBadInputThroughMount(t *testing.T) {
 		{name: "append to unknown partition", script: `echo x > $MNT/good/7/append`, want: []string{msgENOENT}},
 		{name: "append to unknown topic", script: `echo x > $MNT/nosuch/append`, want: []string{msgENOENT}},
 		{name: "by-offset garbage", script: `cat $MNT/good/0/by-offset/garbage`, want: []string{msgENOENT}},
-		{name: "by-offset negative", script: `cat $MNT/good/0/by-offset/-5`, want: []string{msgENOENT}},
+		{name: "by-offset minus zero", script: `cat $MNT/good/0/by-offset/-0`, want: []string{msgENOENT}},
 		{name: "by-offset garbage jsonl", script: `cat $MNT/good/0/by-offset/12abc.jsonl`, want: []string{msgENOENT}},
 		{name: "by-offset below log start", script: fmt.Sprintf(`cat $MNT/ret/0/by-offset/%d`, logStart-1), want: []string{msgENOENT}},
 		{name: "by-offset 0 below log start", script: `cat $MNT/ret/0/by-offset/0.jsonl`, want: []string{msgENOENT}},

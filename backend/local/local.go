@@ -1,0 +1,269 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/record"
+)
+
+// Backend is a backend.Backend over one engine.LogDir.
+type Backend struct {
+	d *engine.LogDir
+
+	mu    sync.Mutex
+	parts map[*engine.Partition]*Partition // one Partition value per engine partition
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns the backend of d. The caller keeps owning d (and closes it).
+func New(d *engine.LogDir) *Backend {
+	return &Backend{d: d, parts: map[*engine.Partition]*Partition{}}
+}
+
+// LogDir returns the data directory.
+func (b *Backend) LogDir() *engine.LogDir { return b.d }
+
+// ReadOnly reports whether the data directory was opened read-only.
+func (b *Backend) ReadOnly() bool { return b.d.ReadOnly() }
+
+// Topics returns the topic names, sorted.
+func (b *Backend) Topics(ctx context.Context) ([]string, error) {
+	ts := b.d.Topics()
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name()
+	}
+	return names, nil
+}
+
+// Topic returns the topic name.
+func (b *Backend) Topic(ctx context.Context, name string) (backend.Topic, error) {
+	t, err := b.d.Topic(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Topic{b: b, t: t}, nil
+}
+
+// CreateTopic creates a topic (partitions 0: num.partitions).
+func (b *Backend) CreateTopic(ctx context.Context, name string, partitions int) (backend.Topic, error) {
+	t, err := b.d.CreateTopic(name, partitions)
+	if err != nil {
+		return nil, err
+	}
+	return &Topic{b: b, t: t}, nil
+}
+
+// DeleteTopic deletes a topic; open snapshots keep reading its segments.
+func (b *Backend) DeleteTopic(ctx context.Context, name string) error {
+	if err := b.d.DeleteTopic(name); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ep := range b.parts {
+		if ep.Topic() == name {
+			delete(b.parts, ep)
+		}
+	}
+	return nil
+}
+
+// partition returns the one Partition value of ep, so callers may key
+// state by it.
+func (b *Backend) partition(ep *engine.Partition) *Partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.parts[ep]
+	if p == nil {
+		p = &Partition{Partition: ep}
+		b.parts[ep] = p
+	}
+	return p
+}
+
+// Topic is a backend.Topic over an engine.Topic.
+type Topic struct {
+	b *Backend
+	t *engine.Topic
+}
+
+var _ backend.Topic = (*Topic)(nil)
+
+// Engine returns the engine's topic.
+func (t *Topic) Engine() *engine.Topic { return t.t }
+
+// Name returns the topic's name.
+func (t *Topic) Name() string { return t.t.Name() }
+
+// NumPartitions returns the number of partitions.
+func (t *Topic) NumPartitions() int { return t.t.NumPartitions() }
+
+// Partition returns partition id.
+func (t *Topic) Partition(id int) (backend.Partition, error) {
+	ep, err := t.t.Partition(id)
+	if err != nil {
+		return nil, err
+	}
+	return t.b.partition(ep), nil
+}
+
+// AddPartitions grows the topic to total partitions.
+func (t *Topic) AddPartitions(ctx context.Context, total int) error { return t.t.AddPartitions(total) }
+
+// Settings returns the settings the file tree applies.
+func (t *Topic) Settings() backend.Settings { return SettingsOf(t.t.Config()) }
+
+// SettingsOf returns the settings the file tree applies of cfg.
+func SettingsOf(cfg engine.Config) backend.Settings {
+	return backend.Settings{
+		ParseKey:       cfg.ParseKey,
+		PrintKey:       cfg.PrintKey,
+		KeySeparator:   cfg.KeySeparator,
+		NullMarker:     cfg.NullMarker,
+		BatchSize:      cfg.BatchSize,
+		LingerMs:       cfg.LingerMs,
+		MaxRecordBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), // a broker refuses a batch above segment.bytes (RECORD_BATCH_TOO_LARGE)
+		Uncompressed:   cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed",
+		Compacted:      cfg.Compact(),
+	}
+}
+
+// ConfigText renders the topic's config; num.partitions shows the actual
+// count.
+func (t *Topic) ConfigText(ctx context.Context) ([]byte, error) {
+	cfg := t.t.Config()
+	cfg.NumPartitions = int64(t.t.NumPartitions())
+	return []byte(cfg.String()), nil
+}
+
+// AlterConfig validates kv against the topic's config and applies it: the
+// settings (persisted first), then new partitions. A name restating its
+// current value is skipped, so a config file written back whole is
+// accepted. If adding partitions fails the settings are put back, so a
+// call applies all or nothing.
+func (t *Topic) AlterConfig(ctx context.Context, kv map[string]string) error {
+	next := t.t.Config()
+	next.NumPartitions = int64(t.t.NumPartitions())
+	partitions := next.NumPartitions
+	add := map[string]string{}
+	for _, name := range sortedKeys(kv) {
+		value := kv[name]
+		if old, err := next.Get(name); err == nil && old == value {
+			continue
+		}
+		if !engine.IsTopicSetting(name) {
+			return fmt.Errorf("%w: %s is not a topic setting", engine.ErrInvalidConfig, name)
+		}
+		if err := next.Set(name, value); err != nil {
+			return err
+		}
+		if name == "num.partitions" && next.NumPartitions < partitions {
+			return fmt.Errorf("%w: num.partitions cannot shrink from %d to %d", engine.ErrInvalidConfig, partitions, next.NumPartitions)
+		}
+		add[name] = value
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	return t.apply(add)
+}
+
+// apply applies validated changes; see AlterConfig.
+func (t *Topic) apply(kv map[string]string) error {
+	kv = maps.Clone(kv)
+	n := -1
+	if v, ok := kv["num.partitions"]; ok {
+		n, _ = strconv.Atoi(strings.TrimSpace(v))
+		delete(kv, "num.partitions")
+	}
+	old := map[string]string{}
+	cur := t.t.Config()
+	for k := range kv {
+		v, err := cur.Get(k)
+		if err != nil {
+			return err
+		}
+		old[k] = v
+	}
+	if len(kv) > 0 {
+		if err := t.t.AlterConfig(kv); err != nil {
+			return err
+		}
+	}
+	if n > t.t.NumPartitions() {
+		if err := t.t.AddPartitions(n); err != nil {
+			if len(old) > 0 {
+				if rerr := t.t.AlterConfig(old); rerr != nil {
+					return fmt.Errorf("%w (and restoring the settings of the same write failed: %v)", err, rerr)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Partition is a backend.Partition over an engine.Partition, whose other
+// methods (segments, recovery point, counters, the encode-outside-the-lock
+// append path) it promotes for the file tree's local-only parts.
+type Partition struct {
+	*engine.Partition
+}
+
+var _ backend.Partition = (*Partition)(nil)
+
+// Engine returns the engine's partition.
+func (p *Partition) Engine() *engine.Partition { return p.Partition }
+
+// AppendEach appends each group as its own batch (engine.Partition.AppendEach).
+func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (first, last int64, err error) {
+	return p.Partition.AppendEach(groups)
+}
+
+// AppendLines appends value-only records (engine.Partition.AppendLines).
+func (p *Partition) AppendLines(ctx context.Context, lines []byte, batchBytes int) (first, last int64, err error) {
+	return p.Partition.AppendLines(lines, batchBytes)
+}
+
+// Sync fsyncs what was appended.
+func (p *Partition) Sync(ctx context.Context) error { return p.Partition.Flush() }
+
+// Offsets returns the log start and the log end.
+func (p *Partition) Offsets(ctx context.Context) (backend.Offsets, error) {
+	return backend.Offsets{LogStart: p.LogStartOffset(), End: p.LogEndOffset()}, nil
+}
+
+// OffsetForTime returns the first offset with a timestamp >= ts.
+func (p *Partition) OffsetForTime(ctx context.Context, ts int64) (int64, error) {
+	return p.Partition.OffsetForTime(ts)
+}
+
+// Snapshot returns every segment, retained (the engine's segments are
+// already local: from is not needed to fetch anything).
+func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
+	snap := p.Partition.Snapshot()
+	segs := make([]backend.Segment, len(snap.Segments))
+	for i, s := range snap.Segments {
+		segs[i] = s
+	}
+	return backend.NewSnapshot(segs, backend.Offsets{LogStart: snap.LogStartOffset, End: snap.LogEndOffset}, snap.Release), nil
+}

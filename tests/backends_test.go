@@ -1,0 +1,64 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// backendCase is one shell-level case that must behave the same whatever
+// stores the topics: run on a new topic t of one partition,
+// script (bash -euo pipefail, $MNT the mountpoint) prints want; a want
+// without a final newline need only be contained in the output.
+type backendCase struct {
+	name   string
+	script string
+	want   string
+}
+
+// backendCases run against every backend (backendMounts), so the modes
+// cannot drift apart.
+var backendCases = []backendCase{
+	{"append and cat", `printf 'a\nb\n' > $MNT/t/0/append; cat $MNT/t/0/records`, "a\nb\n"},
+	{"last N offsets", `seq 1 100 > $MNT/t/0/append; cat $MNT/t/0/by-offset/-10 | tr '\n' ' '`, "91 92 93 94 95 96 97 98 99 100 "},
+	{"last N beyond the log", `seq 1 3 > $MNT/t/0/append; cat $MNT/t/0/by-offset/-10 | wc -l`, "3\n"},
+	{"last N moves with the log", `seq 1 5 > $MNT/t/0/append; head -1 $MNT/t/0/by-offset/-2; echo 6 >> $MNT/t/0/append; head -1 $MNT/t/0/by-offset/-2`, "4\n5\n"},
+	{"last N as JSON", `echo x > $MNT/t/0/append; echo y > $MNT/t/0/append; jq -r .value $MNT/t/0/by-offset/-1.jsonl`, "y\n"},
+	{"last N size", `seq 1 100 > $MNT/t/0/append; stat -c %s $MNT/t/0/by-offset/-3`, "10\n"},
+	{"last N with tail", `seq 1 1000 > $MNT/t/0/append; tail -n 2 $MNT/t/0/by-offset/-5`, "999\n1000\n"},
+	{"by-offset -0 is no name", `ls $MNT/t/0/by-offset/-0 2>&1 || true`, "No such file or directory"},
+	{"wc of records", `seq 1 2500 > $MNT/t/0/append; wc -l < $MNT/t/0/records`, "2500\n"},
+	{"grep", `printf 'apple\nbanana\ncherry\n' > $MNT/t/0/append; grep an $MNT/t/0/records`, "banana\n"},
+	{"topic-level append", `echo k > $MNT/t/append; cat $MNT/t/0/records`, "k\n"},
+	{"unknown topic", `cat $MNT/nope/0/records 2>&1 || true`, "No such file or directory"},
+	{"unknown partition", `cat $MNT/t/7/records 2>&1 || true`, "No such file or directory"},
+	{"offset past the end", `echo a > $MNT/t/0/append; cat $MNT/t/0/by-offset/5 2>&1 || true`, "No such file or directory"},
+}
+
+// backendMounts starts one mount per backend.
+func backendMounts(t *testing.T) map[string]*mountProc {
+	return map[string]*mountProc{"local": startMount(t, mountOpts{})}
+}
+
+// TestSameTreeOnEveryBackend runs backendCases against every backend, each
+// case on a fresh topic.
+func TestSameTreeOnEveryBackend(t *testing.T) {
+	for name, m := range backendMounts(t) {
+		t.Run(name, func(t *testing.T) {
+			for i, c := range backendCases {
+				t.Run(c.name, func(t *testing.T) {
+					topic := "t" + strings.Repeat("x", i)
+					m.Sh(t, `mkdir "$MNT/`+topic+`"`)
+					script := strings.ReplaceAll(c.script, "$MNT/t/", "$MNT/"+topic+"/")
+					got := m.Sh(t, script)
+					if strings.HasSuffix(c.want, "\n") {
+						assert.Equal(t, c.want, got)
+					} else {
+						assert.Contains(t, got, c.want)
+					}
+				})
+			}
+		})
+	}
+}
