@@ -462,6 +462,9 @@ func ValidTopicName(name string) error {
 // Path returns the data directory.
 func (d *LogDir) Path() string { return d.path }
 
+// FS returns the file system the directory lives on.
+func (d *LogDir) FS() vfs.FS { return d.fs }
+
 // ReadOnly reports whether the directory was opened read-only.
 func (d *LogDir) ReadOnly() bool { return d.readOnly }
 

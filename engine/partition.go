@@ -145,6 +145,9 @@ func (p *Partition) ID() int { return p.id }
 // Dir returns the partition's directory.
 func (p *Partition) Dir() string { return p.dir }
 
+// FS returns the file system the partition's directory lives on.
+func (p *Partition) FS() vfs.FS { return p.fs }
+
 // Config returns the partition's current configuration.
 func (p *Partition) Config() Config { return *p.cfg.Load() }
 

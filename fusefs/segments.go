@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine/vfs"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -28,49 +29,66 @@ var (
 	_ fs.NodeReaddirer = (*segmentsDir)(nil)
 )
 
-func (d *segmentsDir) dir(ctx context.Context) (string, error) {
+// dir returns the partition's directory and its file system.
+func (d *segmentsDir) dir(ctx context.Context) (vfs.FS, string, error) {
 	p, _, err := d.fsys.partition(ctx, d.loc)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	ep := localOf(p)
 	if ep == nil {
-		return "", backend.ErrUnknownPartition // segments/ exists on local disk only
+		return nil, "", backend.ErrUnknownPartition // segments/ exists on local disk only
 	}
-	return ep.Dir(), nil
+	return ep.FS(), ep.Dir(), nil
+}
+
+// regularFiles lists the regular files of dir (not symlinks, not
+// directories: only the partition's own files are shown).
+func regularFiles(fsys vfs.FS, dir string) ([]string, error) {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	dir, err := d.dir(ctx)
-	if err != nil || strings.ContainsRune(name, '/') {
+	fsys, dir, err := d.dir(ctx)
+	if err != nil {
+		return nil, d.fsys.errno("lookup", err)
+	}
+	names, err := regularFiles(fsys, dir)
+	if err != nil {
+		return nil, d.fsys.errno("lookup", err)
+	}
+	if !slices.Contains(names, name) {
 		return nil, syscall.ENOENT
 	}
 	path := filepath.Join(dir, name)
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, syscall.ENOENT
-	}
 	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
-		return &segFileNode{fsys: d.fsys, path: path}
+		return &segFileNode{fsys: d.fsys, vfs: fsys, path: path}
 	})
 	return ch, entry(ctx, ch.Operations(), out)
 }
 
 func (d *segmentsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	dir, err := d.dir(ctx)
-	if err != nil {
-		return nil, syscall.ENOENT
-	}
-	ents, err := os.ReadDir(dir)
+	fsys, dir, err := d.dir(ctx)
 	if err != nil {
 		return nil, d.fsys.errno("readdir segments", err)
 	}
-	entries := make([]fuse.DirEntry, 0, len(ents))
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		entries = append(entries, fuse.DirEntry{Name: e.Name(), Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", e.Name())})
+	names, err := regularFiles(fsys, dir)
+	if err != nil {
+		return nil, d.fsys.errno("readdir segments", err)
+	}
+	entries := make([]fuse.DirEntry, 0, len(names))
+	for _, name := range names {
+		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name)})
 	}
 	return listDir(entries), 0
 }
@@ -79,6 +97,7 @@ func (d *segmentsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno)
 type segFileNode struct {
 	fs.Inode
 	fsys *fsys
+	vfs  vfs.FS
 	path string
 }
 
@@ -91,22 +110,40 @@ var (
 )
 
 func (s *segFileNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	var st syscall.Stat_t
 	if h, ok := f.(*segFileHandle); ok {
-		if err := syscall.Fstat(int(h.f.Fd()), &st); err != nil {
+		// The file as the handle reads it, even if the engine has
+		// deleted or renamed it since.
+		size, err := h.f.Size()
+		if err != nil {
 			return s.fsys.errno("fstat segment", err)
 		}
-	} else if err := syscall.Stat(s.path, &st); err != nil {
-		if errors.Is(err, syscall.ENOENT) {
-			return syscall.ENOENT // deleted or renamed (.deleted) since the lookup
-		}
+		setSegFileAttr(out, h.info, size)
+		return 0
+	}
+	fi, err := s.vfs.Stat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return syscall.ENOENT // deleted or renamed (.deleted) since the lookup
+	}
+	if err != nil {
 		return s.fsys.errno("stat segment", err)
 	}
-	out.FromStat(&st)
+	setSegFileAttr(out, fi, fi.Size())
+	return 0
+}
+
+// setSegFileAttr sets out to a read-only file of fi's times and owner, of
+// size bytes.
+func setSegFileAttr(out *fuse.AttrOut, fi os.FileInfo, size int64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		out.FromStat(st)
+	} else {
+		mtime := fi.ModTime()
+		out.SetTimes(&mtime, &mtime, &mtime)
+	}
+	out.Size = uint64(size)
 	out.Mode = syscall.S_IFREG | 0444
 	out.Nlink = 1
 	out.Ino = 0 // go-fuse sets the stable inode number
-	return 0
 }
 
 func (s *segFileNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -116,7 +153,10 @@ func (s *segFileNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.Set
 	return syscall.EACCES
 }
 
-type segFileHandle struct{ f *os.File }
+type segFileHandle struct {
+	f    vfs.File
+	info os.FileInfo // at open
+}
 
 // Open opens the file on disk for reading; it stays readable through the
 // handle if the engine deletes or renames it.
@@ -127,14 +167,21 @@ func (s *segFileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, ui
 		}
 		return nil, 0, syscall.EACCES
 	}
-	f, err := os.Open(s.path)
+	fi, err := s.vfs.Stat(s.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, 0, syscall.ENOENT
 		}
 		return nil, 0, s.fsys.errno("open segment", err)
 	}
-	return &segFileHandle{f: f}, 0, 0
+	f, err := s.vfs.OpenFile(s.path, os.O_RDONLY, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, 0, syscall.ENOENT
+		}
+		return nil, 0, s.fsys.errno("open segment", err)
+	}
+	return &segFileHandle{f: f, info: fi}, 0, 0
 }
 
 func (s *segFileNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -87,6 +87,7 @@ type savedEntry struct {
 
 // viewSizes is a mount's view of ViewSizesFile.
 type viewSizes struct {
+	fs       vfs.FS // the data directory's
 	dir      string
 	readOnly bool
 	log      *slog.Logger
@@ -96,7 +97,7 @@ type viewSizes struct {
 	mu     struct {
 		sync.Mutex
 		saved map[string][]savedEntry // by .log path relative to dir, as read or last saved
-		file  *os.File                // the file saved holds the blobs of (nil: none)
+		file  vfs.File                // the file saved holds the blobs of (nil: none)
 	}
 }
 
@@ -108,7 +109,7 @@ func newViewSizes(d *engine.LogDir, readOnly bool, log *slog.Logger) *viewSizes 
 		v.load.Do(func() {})
 		return v
 	}
-	return &viewSizes{dir: d.Path(), readOnly: readOnly || d.ReadOnly(), log: log}
+	return &viewSizes{fs: d.FS(), dir: d.Path(), readOnly: readOnly || d.ReadOnly(), log: log}
 }
 
 func (v *viewSizes) path() string { return filepath.Join(v.dir, ViewSizesFile) }
@@ -127,12 +128,16 @@ type fileID struct {
 	inode         uint64
 }
 
-func statID(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
+func statID(fsys vfs.FS, path string) (fileID, bool) {
+	fi, err := fsys.Stat(path)
+	if err != nil {
 		return fileID{}, false
 	}
-	return fileID{size: st.Size, mtimeNs: st.Mtim.Nano(), inode: st.Ino}, true
+	id := fileID{size: fi.Size(), mtimeNs: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.inode = st.Ino
+	}
+	return id, true
 }
 
 // rel is seg's .log path relative to the data dir ("" if outside it).
@@ -155,7 +160,7 @@ func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, boo
 	if len(es) == 0 || es[0].id.size != limit {
 		return savedEntry{}, false
 	}
-	id, ok := statID(k.seg.LogPath())
+	id, ok := statID(v.fs, k.seg.LogPath())
 	if !ok || id != es[0].id {
 		return savedEntry{}, false
 	}
@@ -269,7 +274,7 @@ func readBlob(f io.ReaderAt, e savedEntry) ([]byte, error) {
 // unreadable one is logged and ignored (the views measure again).
 // The file stays open: the entries' blobs are read from it.
 func (v *viewSizes) read() {
-	f, err := os.Open(v.path())
+	f, err := v.fs.OpenFile(v.path(), os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -289,12 +294,12 @@ func (v *viewSizes) read() {
 }
 
 // readViewSizes reads the table of f, a ViewSizesFile.
-func readViewSizes(f *os.File) (map[string][]savedEntry, error) {
-	st, err := f.Stat()
+func readViewSizes(f vfs.File) (map[string][]savedEntry, error) {
+	size, err := f.Size()
 	if err != nil {
 		return nil, err
 	}
-	return decodeViewSizes(f, st.Size())
+	return decodeViewSizes(f, size)
 }
 
 // decodeViewSizes reads the table of a ViewSizesFile of size bytes from f.
@@ -503,13 +508,13 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 	saved, old := v.mu.saved, v.mu.file // old is closed by saves only, which take turns
 	v.mu.Unlock()
 	w := newViewSizesWriter()
-	err := vfs.WriteAtomic(vfs.OS, v.path(), 0o644, func(out io.Writer) error {
+	err := vfs.WriteAtomic(v.fs, v.path(), 0o644, func(out io.Writer) error {
 		w.begin(out)
 		ids := map[string]fileID{}
 		idOf := func(rel, path string) (fileID, bool) {
 			id, ok := ids[rel]
 			if !ok {
-				if id, ok = statID(path); !ok {
+				if id, ok = statID(v.fs, path); !ok {
 					return id, false
 				}
 				ids[rel] = id
@@ -568,7 +573,7 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 		return 0, err
 	}
 	// Later lookups and saves read the new file's blobs.
-	f, ferr := os.Open(v.path())
+	f, ferr := v.fs.OpenFile(v.path(), os.O_RDONLY, 0)
 	v.mu.Lock()
 	v.mu.saved, v.mu.file = w.saved, f
 	if ferr != nil {

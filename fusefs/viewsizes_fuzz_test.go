@@ -196,7 +196,7 @@ func TestHostileSavedIndexNeverCrashes(t *testing.T) {
 	seg := p.Snapshot()
 	logPath := seg.Segments[0].LogPath()
 	seg.Release()
-	id, ok := statID(logPath)
+	id, ok := statID(vfs.OS, logPath)
 	require.True(t, ok)
 	rel, err := filepath.Rel(data, logPath)
 	require.NoError(t, err)

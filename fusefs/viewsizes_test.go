@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"github.com/topicfs/topicfs/engine/vfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,7 +213,7 @@ func TestViewSizesSavedWhileServing(t *testing.T) {
 
 // readViewSizesAt reads the table of the ViewSizesFile at path.
 func readViewSizesAt(path string) (map[string][]savedEntry, error) {
-	f, err := os.Open(path)
+	f, err := vfs.OS.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
