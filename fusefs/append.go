@@ -218,29 +218,18 @@ type appendHandle struct {
 // recordSize is the exact size of r alone in an uncompressed v2 batch.
 func recordSize(r *record.Record) int64 {
 	body := 1 + 1 + 1 // attributes, timestampDelta 0, offsetDelta 0
-	body += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	body += bytesLen(r.Key) + bytesLen(r.Value) + record.VarintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+		body += record.VarintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
 	}
-	return int64(record.HeaderSize + varintLen(int64(body)) + body)
+	return int64(record.HeaderSize + record.VarintLen(int64(body)) + body)
 }
 
 func bytesLen(b []byte) int {
 	if b == nil {
 		return 1
 	}
-	return varintLen(int64(len(b))) + len(b)
-}
-
-// varintLen is the size of v as a zig-zag varint.
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
+	return record.VarintLen(int64(len(b))) + len(b)
 }
 
 func (h *appendHandle) parse(line []byte) (record.Record, error) {
@@ -536,8 +525,8 @@ func (h *appendHandle) encodeBare(job *appendJob, partial, lines []byte) error {
 // valueRecordSize is the size of a record of an n-byte value alone
 // (no key, no headers) in an uncompressed v2 batch (recordSize inlined).
 func valueRecordSize(n int) int64 {
-	body := 5 + varintLen(int64(n)) + n
-	return int64(record.HeaderSize + varintLen(int64(body)) + body)
+	body := 5 + record.VarintLen(int64(n)) + n
+	return int64(record.HeaderSize + record.VarintLen(int64(body)) + body)
 }
 
 // check validates a record of the given recordSize with the given key:

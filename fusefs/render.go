@@ -499,10 +499,10 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 		rec := data[:end-1]
 		q++ // attributes
 		// timestampDelta and offsetDelta, skipped.
-		if q, ok = skipPlainVarint(rec, q); !ok {
+		if _, q, ok = plainVarintAt(base, len(rec), q); !ok {
 			return 0, false
 		}
-		if q, ok = skipPlainVarint(rec, q); !ok {
+		if _, q, ok = plainVarintAt(base, len(rec), q); !ok {
 			return 0, false
 		}
 		kl, q2, ok := plainVarintAt(base, len(rec), q)
@@ -527,18 +527,6 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 // minPlainRecord is the smallest record length field (the bytes after it):
 // every field one byte.
 const minPlainRecord = 6
-
-// skipPlainVarint skips a varint of one or two bytes at b[q:]; ok is
-// false for anything longer or past the end.
-func skipPlainVarint(b []byte, q int) (next int, ok bool) {
-	if q < len(b) && b[q] < 0x80 {
-		return q + 1, true
-	}
-	if q+1 < len(b) && b[q+1] < 0x80 {
-		return q + 2, true
-	}
-	return q, false
-}
 
 // plainVarint reads a zig-zag varint of one or two bytes at b[p:]; ok is
 // false for anything longer or past the end.

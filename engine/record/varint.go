@@ -142,3 +142,7 @@ func varlongAt(b []byte, p int) (int64, int) {
 	}
 	return v, p + n
 }
+
+// VarintLen is the encoded length of v as a zig-zag varint (the size of a
+// record's length and key/value/header length fields).
+func VarintLen(v int64) int { return uvarintLen(zigzag64(v)) }

@@ -81,3 +81,18 @@ func TestVarintLimits(t *testing.T) {
 	require.Equal(t, 5, n)
 	assert.Equal(t, int32(1), v)
 }
+
+// TestVarintLen: VarintLen is the length binary.PutVarint (zig-zag) writes,
+// at every length boundary and its neighbours.
+func TestVarintLen(t *testing.T) {
+	buf := make([]byte, binary.MaxVarintLen64)
+	for shift := 0; shift < 64; shift++ {
+		for _, d := range []int64{-1, 0, 1} {
+			for _, v := range []int64{int64(1)<<shift + d, -(int64(1) << shift) + d} {
+				if got, want := VarintLen(v), binary.PutVarint(buf, v); got != want {
+					t.Errorf("VarintLen(%d) = %d, want %d", v, got, want)
+				}
+			}
+		}
+	}
+}
