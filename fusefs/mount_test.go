@@ -140,7 +140,7 @@ func (m *testMount) partition(t *testing.T, topic string, id int) *engine.Partit
 func TestEchoThenCat(t *testing.T) {
 	m := newTestMount(t, mountOpts{})
 	m.sh(t, `mkdir $MNT/t`)
-	assert.Equal(t, "append\nappend.jsonl\nconfig\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
+	assert.Equal(t, "append\nappend.jsonl\nconfig\nstats\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
 	m.sh(t, `echo hello > $MNT/t/0/append`)
 	m.sh(t, `echo world >> $MNT/t/0/append`)
 	m.sh(t, `echo topic-level > $MNT/t/append`)
@@ -273,7 +273,7 @@ func TestMkdirUsesTopicPartitionCount(t *testing.T) {
 		overrides: map[string]map[string]string{"wide": {"num.partitions": "3"}},
 	})
 	out := m.sh(t, `mkdir $MNT/wide $MNT/plain && ls $MNT/wide && echo -- && ls $MNT/plain`)
-	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\n--\n0\n1\nappend\nappend.jsonl\nconfig\n", out)
+	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\nstats\n--\n0\n1\nappend\nappend.jsonl\nconfig\nstats\n", out)
 	for name, n := range map[string]int{"wide": 3, "plain": 2} {
 		tp, err := m.d.Topic(name)
 		require.NoError(t, err)
@@ -715,4 +715,19 @@ func TestDeleteTopicWaitsForWriters(t *testing.T) {
 	assert.Equal(t, syscall.EINTR, <-done)
 	_, err = d.Topic("w")
 	require.NoError(t, err)
+}
+
+// TestTopicStats: a topic's stats file sums its partitions and lists each
+// partition's bounds and size as the partition's own stats file has them.
+func TestTopicStats(t *testing.T) {
+	m := newTestMount(t, mountOpts{config: map[string]string{"num.partitions": "3"}})
+	m.sh(t, `mkdir $MNT/s && seq 1 5 > $MNT/s/0/append && seq 1 7 > $MNT/s/2/append`)
+	out := m.sh(t, `jq -c '[.topic, .partitions, .offsets, [.by_partition[] | .log_end_offset]]' $MNT/s/stats`)
+	assert.Equal(t, `["s",3,12,[5,0,7]]`+"\n", out)
+	sum := m.sh(t, `for p in 0 1 2; do jq .size_bytes $MNT/s/$p/stats; done | jq -s add; jq .size_bytes $MNT/s/stats`)
+	lines := strings.Fields(sum)
+	require.Len(t, lines, 2)
+	assert.Equal(t, lines[0], lines[1], "the topic's size is its partitions' sizes summed")
+	assert.NotEqual(t, "0", lines[1])
+	assert.Contains(t, m.sh(t, `{ echo x > $MNT/s/stats; } 2>&1 || true`), "Permission denied")
 }

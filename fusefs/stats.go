@@ -3,18 +3,18 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
-	"github.com/topicfs/topicfs/engine"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/policies"
 )
 
-// statsNode is a partition's stats file: one JSON object, rendered when the
-// file is opened.
+// statsNode is a partition's stats file, or with loc.id -1 a topic's: one
+// JSON object, rendered when the file is opened.
 type statsNode struct {
 	fs.Inode
 	fsys *fsys
@@ -87,6 +87,9 @@ type statsRenderer interface {
 }
 
 func (s *statsNode) render(ctx context.Context) ([]byte, error) {
+	if s.loc.id < 0 {
+		return s.renderTopic(ctx)
+	}
 	bp, _, err := s.fsys.partition(ctx, s.loc)
 	if err != nil {
 		return nil, err

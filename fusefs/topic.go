@@ -55,6 +55,10 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		}
 	case "config":
 		mk = func() fs.InodeEmbedder { return &configNode{fsys: t.fsys, topic: t.name, gen: t.gen} }
+	case "stats":
+		mk = func() fs.InodeEmbedder {
+			return &statsNode{fsys: t.fsys, loc: partLoc{topic: t.name, gen: t.gen, id: -1}}
+		}
 	default:
 		id, ok := parsePartitionName(name)
 		if !ok {
@@ -78,6 +82,7 @@ func (t *topicNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		{Name: "append", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append")},
 		{Name: "append.jsonl", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append.jsonl")},
 		{Name: "config", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "config")},
+		{Name: "stats", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "stats")},
 	}
 	for id := range topic.NumPartitions() {
 		loc := partLoc{topic: t.name, gen: t.gen, id: id}

@@ -31,6 +31,8 @@ var backendCases = []backendCase{
 	{"wc of records", `seq 1 2500 > $MNT/t/0/append; wc -l < $MNT/t/0/records`, "2500\n"},
 	{"grep", `printf 'apple\nbanana\ncherry\n' > $MNT/t/0/append; grep an $MNT/t/0/records`, "banana\n"},
 	{"topic-level append", `echo k > $MNT/t/append; cat $MNT/t/0/records`, "k\n"},
+	{"topic stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/stats > /dev/null && echo ok`, "ok\n"},
+	{"partition stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/0/stats > /dev/null && echo ok`, "ok\n"},
 	{"unknown topic", `cat $MNT/nope/0/records 2>&1 || true`, "No such file or directory"},
 	{"unknown partition", `cat $MNT/t/7/records 2>&1 || true`, "No such file or directory"},
 	{"offset past the end", `echo a > $MNT/t/0/append; cat $MNT/t/0/by-offset/5 2>&1 || true`, "No such file or directory"},
