@@ -164,7 +164,7 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 		if e.IsDir() {
 			continue
 		}
-		base, ext, ok := parseSegmentName(e.Name())
+		base, ext, ok := ParseSegmentName(e.Name())
 		if !ok {
 			continue
 		}

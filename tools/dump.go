@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -140,13 +141,15 @@ func absPath(p string) string {
 	return p
 }
 
-// fileBase returns the number before the first '.' of a segment file name.
+// fileBase returns the base offset a segment file's name starts with, as
+// the engine reads it (engine.ParseSegmentName).
 func fileBase(path string) (int64, error) {
 	name := filepath.Base(path)
-	if i := strings.IndexByte(name, '.'); i >= 0 {
-		name = name[:i]
+	base, _, ok := engine.ParseSegmentName(name)
+	if !ok {
+		return 0, fmt.Errorf("%q does not start with <offset>.", name)
 	}
-	return strconv.ParseInt(name, 10, 64)
+	return base, nil
 }
 
 // sibling returns the file next to path with the same base and another suffix.

@@ -167,7 +167,7 @@ func segmentLogs(fsys vfs.FS, dir string) ([]logFile, error) {
 	}
 	var out []logFile
 	for _, e := range entries {
-		if base, suffix, ok := segmentName(e.Name()); ok && suffix == "log" && !e.IsDir() {
+		if base, suffix, ok := engine.ParseSegmentName(e.Name()); ok && suffix == "log" && !e.IsDir() {
 			out = append(out, logFile{path: filepath.Join(dir, e.Name()), base: base})
 		}
 	}
