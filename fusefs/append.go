@@ -111,7 +111,7 @@ func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	h.lc = lineConfig{parseKey: cfg.ParseKey, separator: cfg.KeySeparator, nullMarker: cfg.NullMarker}
 	// A batch must fit both max.message.bytes and one segment, as a broker
 	// refuses a batch above segment.bytes (RECORD_BATCH_TOO_LARGE).
-	h.maxMessage = min(cfg.MaxMessageBytes, cfg.SegmentBytes)
+	h.maxMessage = cfg.MaxRecordBytes()
 	h.checkSize = cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed"
 	h.batchSize = max(cfg.BatchSize, 1)
 	h.linger = time.Duration(max(cfg.LingerMs, 0)) * time.Millisecond
