@@ -53,11 +53,11 @@ type DamagedRange struct {
 	Pos, End           int64
 	PrevLast, NextBase int64
 	Dropped            []DroppedBatch
-	// Aside is the file the bytes move to (chosen by PlanLogFile; "" is
-	// AsidePath's plain name).
+	// Aside is the file the bytes move to (chosen by PlanLogFile and
+	// recovery; "" is AsidePath's plain name).
 	Aside string
-	// Discard: the bytes are dropped, not moved aside (recovery sets it for
-	// an all-zero tail: space a file system extended but never wrote).
+	// Discard: the bytes are dropped, not moved aside: they are all zero,
+	// space a file system extended but never wrote (decideDamaged).
 	Discard bool
 }
 
