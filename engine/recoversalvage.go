@@ -40,6 +40,10 @@ func (p *Partition) recoverSegment(s *Segment, active bool, lim ScanLimits, prod
 		*prod = *before.clone() // the next pass observes the segment again
 		var plan SegmentPlan
 		if attempt == 0 {
+			// From byte 0, not res.valid: the rebuild checks less than the
+			// scanner (no record decoding, no bound at the next segment's
+			// base), and a batch after the damage may displace one before it
+			// (a damaged base offset), so [0, res.valid) is not final.
 			if plan, err = PlanSegment(s.log, res.end, lim); err != nil {
 				return res, fmt.Errorf("scan for intact batches: %w", err)
 			}
