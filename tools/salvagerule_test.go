@@ -60,7 +60,7 @@ func TestSalvageRuleSameAtMountAndRepair(t *testing.T) {
 		}, "would move", cutOut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, paths := salvageRuleDataDir(t)
+			base, paths, _ := memDataDir(t, 0)
 			logs, orig := make([][]byte, len(paths)), make([][]byte, len(paths))
 			for i, p := range paths {
 				orig[i] = readMem(t, base, p)
@@ -112,9 +112,11 @@ func cutOut(orig []byte, s engine.Span) []byte {
 	return append(slices.Clone(orig[:s.Pos]), orig[s.End:]...)
 }
 
-// salvageRuleDataDir is a cleanly closed data dir /d with one partition c-0
-// of three segments of one-record batches; it returns the .log paths.
-func salvageRuleDataDir(t *testing.T) (*vfs.MemFS, []string) {
+// memDataDir is a cleanly closed data dir /d in memory with one partition
+// c-0 of one-record batches (segment.bytes 1024), at least n records and
+// three segments. It returns the .log paths, oldest first, and the values
+// by offset.
+func memDataDir(t *testing.T, n int) (*vfs.MemFS, []string, map[int64]string) {
 	t.Helper()
 	mem := vfs.NewMem()
 	d, err := engine.OpenLogDir(mem, "/d", engine.LogDirOptions{Logger: quiet(),
@@ -124,16 +126,17 @@ func salvageRuleDataDir(t *testing.T) (*vfs.MemFS, []string) {
 	require.NoError(t, err)
 	p, err := tp.Partition(0)
 	require.NoError(t, err)
-	for i := 0; len(p.Segments()) < 3; i++ {
+	for i := 0; i < n || len(p.Segments()) < 3; i++ {
 		_, _, err := p.Append([]record.Record{{Timestamp: int64(1000 + i), Value: []byte(fmt.Sprintf("record %03d and some padding", i))}})
 		require.NoError(t, err)
 	}
+	want := readAllValues(t, p)
 	var paths []string
 	for _, s := range p.Segments() {
 		paths = append(paths, fmt.Sprintf("/d/c-0/%020d.log", s.BaseOffset))
 	}
 	require.NoError(t, d.Close())
-	return mem, paths
+	return mem, paths, want
 }
 
 // logAndAsideFiles returns the .log and .damaged- files of /d/c-0 with their bytes.

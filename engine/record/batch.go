@@ -228,20 +228,7 @@ func peekHeader(b []byte, avail int64, h *Batch) error {
 		return fmt.Errorf("%w: offset %d: v2 batch of %d bytes < %d", ErrCorrupt, h.BaseOffset, LogOverhead+int(h.Length), HeaderSize)
 	}
 	h.PartitionLeaderEpoch = int32(be.Uint32(b[offLeaderEpoch:]))
-	if len(b) >= HeaderSize { // the whole header: the common case
-		hdr := b[:HeaderSize]
-		h.CRC = be.Uint32(hdr[offCRC:])
-		h.Attributes = int16(be.Uint16(hdr[offAttributes:]))
-		h.LastOffsetDelta = int32(be.Uint32(hdr[offLastOffsetDelta:]))
-		h.BaseTimestamp = int64(be.Uint64(hdr[offBaseTimestamp:]))
-		h.MaxTimestamp = int64(be.Uint64(hdr[offMaxTimestamp:]))
-		h.ProducerID = int64(be.Uint64(hdr[offProducerID:]))
-		h.ProducerEpoch = int16(be.Uint16(hdr[offProducerEpoch:]))
-		h.BaseSequence = int32(be.Uint32(hdr[offBaseSequence:]))
-		h.RecordCount = int32(be.Uint32(hdr[offRecordCount:]))
-		return nil
-	}
-	// A cut header: each field only if b reaches its end.
+	// Each later field only if b reaches its end (HeaderSize bytes reach all).
 	n := len(b)
 	if n >= offCRC+4 {
 		h.CRC = be.Uint32(b[offCRC:])
@@ -267,7 +254,10 @@ func peekHeader(b []byte, avail int64, h *Batch) error {
 	if n >= offBaseSequence+4 {
 		h.BaseSequence = int32(be.Uint32(b[offBaseSequence:]))
 	}
-	return nil // offRecordCount+4 == HeaderSize: handled above
+	if n >= offRecordCount+4 {
+		h.RecordCount = int32(be.Uint32(b[offRecordCount:]))
+	}
+	return nil
 }
 
 // ReadAt reads the entry starting at pos of a file whose valid data ends at
