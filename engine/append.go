@@ -51,7 +51,7 @@ func (p *Partition) appendParamsLocked(cfg *Config, now time.Time) appendParams 
 	c := &p.w.params
 	if c.cfg != cfg {
 		*c = appendParams{cfg: cfg, codec: configCodec(cfg), logAppend: cfg.LogAppendTime(),
-			maxBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), rollMs: rollAfterMs(cfg)}
+			maxBytes: cfg.MaxRecordBytes(), rollMs: rollAfterMs(cfg)}
 	}
 	ap := *c
 	ap.now, ap.nowMs = now, now.UnixMilli()
@@ -249,7 +249,7 @@ func (p *Partition) appendWith(encode func(ap *appendParams) error) (first, last
 // trimBuffersLocked drops writer buffers a huge append grew, so they do not
 // stay pinned.
 func (p *Partition) trimBuffersLocked(cfg *Config) {
-	limit := max(4*int(min(cfg.MaxMessageBytes, cfg.SegmentBytes)), 2*maxRunBytes)
+	limit := max(4*int(cfg.MaxRecordBytes()), 2*maxRunBytes)
 	if cap(p.w.encBuf) > limit {
 		p.w.encBuf = nil
 	}
@@ -468,8 +468,8 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 	if err := b.Verify(); err != nil {
 		return 0, 0, err
 	}
-	if int64(len(raw)) > min(cfg.MaxMessageBytes, cfg.SegmentBytes) {
-		return 0, 0, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, len(raw), cfg.MaxMessageBytes)
+	if int64(len(raw)) > cfg.MaxRecordBytes() {
+		return 0, 0, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, len(raw), cfg.MaxRecordBytes())
 	}
 	if b.LastOffsetDelta < 0 || b.RecordCount < 0 {
 		return 0, 0, fmt.Errorf("%w: lastOffsetDelta %d, recordCount %d", ErrCorrupt, b.LastOffsetDelta, b.RecordCount)
@@ -486,9 +486,9 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 			p.mu.Unlock()
 			return 0, 0, fmt.Errorf("engine: recompress batch: %w", err)
 		}
-		if int64(len(buf)) > min(cfg.MaxMessageBytes, cfg.SegmentBytes) {
+		if int64(len(buf)) > cfg.MaxRecordBytes() {
 			p.mu.Unlock()
-			return 0, 0, fmt.Errorf("%w: recompressed batch of %d bytes, limit %d", ErrRecordTooLarge, len(buf), cfg.MaxMessageBytes)
+			return 0, 0, fmt.Errorf("%w: recompressed batch of %d bytes, limit %d", ErrRecordTooLarge, len(buf), cfg.MaxRecordBytes())
 		}
 	} else {
 		buf = append(p.w.encBuf[:0], raw...)

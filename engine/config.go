@@ -395,6 +395,13 @@ func (c Config) Codec() record.Codec {
 // raw (AppendBatch) keep the codec their producer chose.
 func (c Config) KeepsProducerCodec() bool { return strings.EqualFold(c.CompressionType, "producer") }
 
+// MaxRecordBytes is the largest batch (and so record) an append may write:
+// max.message.bytes, capped by segment.bytes because a batch must fit one
+// segment, as a broker refuses a batch above segment.bytes
+// (RECORD_BATCH_TOO_LARGE). The engine's appends and the mount's line
+// checks both use it.
+func (c Config) MaxRecordBytes() int64 { return min(c.MaxMessageBytes, c.SegmentBytes) }
+
 // Compact reports whether cleanup.policy includes compact.
 func (c Config) Compact() bool { return policyHas(c.CleanupPolicy, "compact") }
 

@@ -207,6 +207,12 @@ func TestConfigHelpers(t *testing.T) {
 	}
 	assert.True(t, DefaultConfig().KeepsProducerCodec())
 
+	// The record bound is max.message.bytes, capped by segment.bytes.
+	assert.Equal(t, DefaultConfig().MaxMessageBytes, DefaultConfig().MaxRecordBytes())
+	small, err := DefaultConfig().Apply(map[string]string{"segment.bytes": "1000", "max.message.bytes": "5000"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), small.MaxRecordBytes())
+
 	assert.True(t, IsTopicSetting("retention.ms"))
 	assert.True(t, IsTopicSetting("print.key"))
 	assert.False(t, IsTopicSetting("log.cleaner.threads"))

@@ -56,7 +56,7 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 	if e.p != nil && (e.p != p || e.lat != cfg.LogAppendTime()) {
 		return fmt.Errorf("engine: EncodeLines: e holds lines of another partition or configuration")
 	}
-	maxBytes := int(min(cfg.MaxMessageBytes, cfg.SegmentBytes))
+	maxBytes := int(cfg.MaxRecordBytes())
 	spec := appendSpec(record.None, cfg.LogAppendTime())
 	nowMs := p.now().UnixMilli()
 	buf, nb := e.buf, len(e.batches)

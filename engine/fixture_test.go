@@ -95,7 +95,7 @@ func groundTruth(t *testing.T, dir string) (offsets []int64, leo int64) {
 	require.NoError(t, err)
 	offsets = []int64{}
 	for _, e := range ents {
-		base, ext, ok := parseSegmentName(e.Name())
+		base, ext, ok := ParseSegmentName(e.Name())
 		if !ok || ext != "log" {
 			continue
 		}

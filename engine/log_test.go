@@ -179,8 +179,15 @@ func TestAppendBatch(t *testing.T) {
 	p.SetConfig(cfg)
 	_, _, err = p.AppendBatch(raw)
 	require.ErrorIs(t, err, ErrRecordTooLarge)
+	// segment.bytes caps it too, and the error names the bound applied.
+	segmentBytes := cfg.SegmentBytes
+	cfg.MaxMessageBytes, cfg.SegmentBytes = 1<<20, 60
+	p.SetConfig(cfg)
+	_, _, err = p.AppendBatch(raw)
+	require.ErrorIs(t, err, ErrRecordTooLarge)
+	assert.Contains(t, err.Error(), "limit 60")
 	// LogAppendTime and recompression.
-	cfg.MaxMessageBytes = 1 << 20
+	cfg.MaxMessageBytes, cfg.SegmentBytes = 1<<20, segmentBytes
 	cfg.MessageTimestampType = "LogAppendTime"
 	cfg.CompressionType = "lz4"
 	p.SetConfig(cfg)

@@ -163,7 +163,7 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 	}
 
 	if !d.readOnly {
-		if err := mkdirDurable(fsys, d.path); err != nil {
+		if err := vfs.MkdirAllDurable(fsys, d.path, 0o755); err != nil {
 			return nil, fmt.Errorf("engine: create data dir: %w", err)
 		}
 		lk, err := LockDir(fsys, d.path)
@@ -211,33 +211,6 @@ func (d *LogDir) startCheckpointLoop(tick <-chan time.Time, stopTicker func()) {
 			}
 		}
 	}()
-}
-
-// mkdirDurable creates dir and any missing parents, syncing the parent of
-// each directory it creates so the data dir survives a crash.
-func mkdirDurable(fsys vfs.FS, dir string) error {
-	var missing []string
-	for p := dir; ; p = filepath.Dir(p) {
-		if _, err := fsys.Stat(p); err == nil {
-			break
-		}
-		missing = append(missing, p)
-		if filepath.Dir(p) == p {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // load discovers and opens every partition. On error it closes what it opened.

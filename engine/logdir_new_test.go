@@ -40,3 +40,18 @@ func TestOpenLogDirNewIsNotUnclean(t *testing.T) {
 	require.NoError(t, d2.Close())
 	require.NoError(t, d.Close())
 }
+
+// TestOpenCreatesDirsDurably: the data dir OpenLogDir creates and the
+// partition dir OpenPartition creates (both through vfs.MkdirAllDurable)
+// survive a crash right after the open returns.
+func TestOpenCreatesDirsDurably(t *testing.T) {
+	fsys := vfs.NewMem()
+	d, err := OpenLogDir(fsys, "/srv/topicfs/data", ldOpts())
+	require.NoError(t, err)
+	assert.True(t, ldExists(fsys.Crash(), "/srv/topicfs/data"), "data dir and its new parents")
+	require.NoError(t, d.Close())
+
+	p := openTest(t, fsys, "/srv/other/t-0", DefaultConfig())
+	assert.True(t, ldExists(fsys.Crash(), "/srv/other/t-0"), "partition dir and its new parent")
+	require.NoError(t, p.Close())
+}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -413,13 +412,11 @@ func (p *producer) readChunk(s *Segment, c *chunk) error {
 			}
 			break // the rest is in the next read
 		}
-		size := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(rem[8:])))
-		if size < record.LogOverhead+14 {
-			return s.corrupt(pos, fmt.Errorf("%w: entry size %d", record.ErrCorrupt, size-record.LogOverhead))
+		h, err := record.PeekHeader(rem, p.end-pos)
+		if err != nil {
+			return s.corrupt(pos, err)
 		}
-		if pos+size > p.end {
-			return s.corrupt(pos, fmt.Errorf("%w: entry of %d bytes past the end %d", record.ErrTruncated, size, p.end))
-		}
+		size := int64(h.Size())
 		raw := rem
 		if size > int64(len(rem)) {
 			if off > 0 {

@@ -17,8 +17,9 @@ import (
 // stays at its position in the offset order, each damaged byte range is
 // moved aside to <segment>.log.damaged-<pos>-<end> (ApplySegmentPlan), and
 // no other segment is touched. A damaged tail is cut the same way: its
-// bytes are kept aside too, unless they are all zeros (space a file system
-// extended but never wrote after a crash: nothing to keep). Offsets are not
+// bytes are kept aside too. A range of zeros only (space a file system
+// extended but never wrote after a crash: nothing to keep) is dropped
+// instead, as check --repair drops it (decideDamaged). Offsets are not
 // renumbered, so a damaged range leaves a gap that readers skip as they skip
 // compacted offsets; the segment's next offset stays after its highest kept
 // offset. A read-only partition changes no file: it reads the segment
@@ -39,6 +40,10 @@ func (p *Partition) recoverSegment(s *Segment, active bool, lim ScanLimits, prod
 		*prod = *before.clone() // the next pass observes the segment again
 		var plan SegmentPlan
 		if attempt == 0 {
+			// From byte 0, not res.valid: the rebuild checks less than the
+			// scanner (no record decoding, no bound at the next segment's
+			// base), and a batch after the damage may displace one before it
+			// (a damaged base offset), so [0, res.valid) is not final.
 			if plan, err = PlanSegment(s.log, res.end, lim); err != nil {
 				return res, fmt.Errorf("scan for intact batches: %w", err)
 			}
@@ -77,29 +82,14 @@ func tailPlan(next int64, res scanResult, lim ScanLimits) SegmentPlan {
 // leaves the .log with its intact batches (a read-only partition reads
 // through a view of them instead). Callers hold s.mu.
 func (p *Partition) salvageLocked(s *Segment, plan *SegmentPlan, res scanResult) error {
-	if last := &plan.Damaged[len(plan.Damaged)-1]; last.End == plan.Size {
-		zero, err := allZero(s.log, last.Pos, last.End)
-		if err != nil {
-			return fmt.Errorf("engine: read %s: %w", plan.Path, err)
-		}
-		last.Discard = zero
+	if err := decideDamaged(p.fs, s.log, plan); err != nil {
+		return fmt.Errorf("engine: salvage %s: %w", plan.Path, err)
 	}
 	size := int64(0)
 	for _, k := range plan.Kept {
 		size += k.End - k.Pos
 	}
 	ro := p.opts.ReadOnly
-	if !ro {
-		for i := range plan.Damaged {
-			if r := &plan.Damaged[i]; !r.Discard {
-				name, err := ChooseAside(p.fs, s.log, plan.Path, *r)
-				if err != nil {
-					return fmt.Errorf("engine: salvage %s: %w", plan.Path, err)
-				}
-				r.Aside = name
-			}
-		}
-	}
 	p.logSalvage(plan, res, ro)
 	if ro {
 		s.log = &keptView{File: s.log, kept: plan.Kept, size: size}
@@ -142,7 +132,7 @@ func (p *Partition) logSalvage(plan *SegmentPlan, res scanResult, ro bool) {
 		case ro:
 			msg, args = "engine: reading around damaged bytes of a segment (read-only: no file changes)", nil
 		case r.Discard:
-			msg, args = "engine: dropping a zero-filled tail of a segment", nil
+			msg, args = "engine: dropping zero-filled bytes of a segment (never written: nothing to keep)", nil
 		}
 		args = append(args, "segment", plan.Path, "bytes", fmt.Sprintf("%d..%d", r.Pos, r.End),
 			"size", r.End-r.Pos, "lost", r.LostOffsets())
@@ -158,24 +148,6 @@ func (p *Partition) logSalvage(plan *SegmentPlan, res scanResult, ro bool) {
 				"segment", plan.Path, "position", d.Pos, "offsets", fmt.Sprintf("%d..%d", d.Base, d.Last), "conflictsWith", d.ConflictPos)
 		}
 	}
-}
-
-// allZero reports whether bytes [pos, end) of r are all zero.
-func allZero(r io.ReaderAt, pos, end int64) (bool, error) {
-	buf := make([]byte, min(end-pos, 1<<20))
-	for pos < end {
-		n := min(int64(len(buf)), end-pos)
-		if _, err := r.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-		for _, c := range buf[:n] {
-			if c != 0 {
-				return false, nil
-			}
-		}
-		pos += n
-	}
-	return true, nil
 }
 
 // clone copies the transaction state.

@@ -57,7 +57,7 @@ func newSalvageFixture(t *testing.T, fs vfs.FS, root string) *salvageFixture {
 func (f *salvageFixture) crashed(t *testing.T, from int) {
 	t.Helper()
 	require.NoError(t, f.fs.Remove(filepath.Join(f.root, CleanShutdownFile)))
-	base, _, _ := parseSegmentName(filepath.Base(f.logs[from]))
+	base, _, _ := ParseSegmentName(filepath.Base(f.logs[from]))
 	require.NoError(t, WriteCheckpoint(f.fs, filepath.Join(f.root, RecoveryPointCheckpointFile),
 		map[TopicPartition]int64{{Topic: "c", Partition: 0}: base}))
 }
@@ -72,7 +72,7 @@ func (f *salvageFixture) damageMiddle(t *testing.T, k int) (data []byte, pos []i
 	bad = len(pos) / 2
 	data[pos[bad]+40] ^= 0x08
 	writeFile(t, f.fs, f.logs[k], data)
-	base, _, _ := parseSegmentName(filepath.Base(f.logs[k]))
+	base, _, _ := ParseSegmentName(filepath.Base(f.logs[k]))
 	delete(f.want, base+int64(bad)) // one record per batch
 	return data, pos, bad
 }
@@ -171,7 +171,7 @@ func TestRecoveryKeepsIntactBatchesAroundDamage(t *testing.T) {
 					orig[l] = readFile(t, fs, l)
 				}
 				data, pos, bad := f.damageMiddle(t, victim)
-				base, _, _ := parseSegmentName(filepath.Base(f.logs[victim]))
+				base, _, _ := ParseSegmentName(filepath.Base(f.logs[victim]))
 				lost := base + int64(bad)
 				want := f.want
 				f.crashed(t, 1)
@@ -273,7 +273,7 @@ func TestRecoveryDamagedTailOfASealedSegment(t *testing.T) {
 	n := len(pos) - 1
 	data[pos[n]-3] ^= 0x10 // in the last batch's records
 	writeFile(t, fs, f.logs[1], data)
-	next, _, _ := parseSegmentName(filepath.Base(f.logs[2]))
+	next, _, _ := ParseSegmentName(filepath.Base(f.logs[2]))
 	delete(f.want, next-1)
 	later := readFile(t, fs, f.logs[2])
 	f.crashed(t, 1)
@@ -400,8 +400,8 @@ func TestRecoveryWholeSegmentDamaged(t *testing.T) {
 	data := readFile(t, fs, f.logs[1])
 	junk := bytes.Repeat([]byte("no batch here "), len(data)/14+1)[:len(data)]
 	writeFile(t, fs, f.logs[1], junk)
-	from, _, _ := parseSegmentName(filepath.Base(f.logs[1]))
-	to, _, _ := parseSegmentName(filepath.Base(f.logs[2]))
+	from, _, _ := ParseSegmentName(filepath.Base(f.logs[1]))
+	to, _, _ := ParseSegmentName(filepath.Base(f.logs[2]))
 	for o := from; o < to; o++ {
 		delete(f.want, o)
 	}

@@ -68,7 +68,7 @@ func (p *Partition) load() error {
 	ro := p.opts.ReadOnly
 	var entries []os.DirEntry
 	if !ro {
-		if err := p.mkdirDurable(); err != nil {
+		if err := vfs.MkdirAllDurable(p.fs, p.dir, 0o755); err != nil {
 			return err
 		}
 	}
@@ -164,7 +164,7 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 		if e.IsDir() {
 			continue
 		}
-		base, ext, ok := parseSegmentName(e.Name())
+		base, ext, ok := ParseSegmentName(e.Name())
 		if !ok {
 			continue
 		}
@@ -268,30 +268,6 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 		}
 	}
 	return out, nil
-}
-
-// mkdirDurable creates the partition directory (and missing parents) and
-// fsyncs the parent of each directory it created.
-func (p *Partition) mkdirDurable() error {
-	var created []string
-	for d := filepath.Clean(p.dir); ; d = filepath.Dir(d) {
-		if _, err := p.fs.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := p.fs.MkdirAll(p.dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created {
-		if err := p.fs.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (p *Partition) path(name string) string { return filepath.Join(p.dir, name) }

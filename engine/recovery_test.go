@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -929,4 +930,29 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+func TestParseSegmentName(t *testing.T) {
+	type parsed struct {
+		base int64
+		ext  string
+		ok   bool
+	}
+	for name, want := range map[string]parsed{
+		"00000000000000000042.log.deleted":     {42, "log.deleted", true},
+		"00000000000000000000.snapshot":        {0, "snapshot", true},
+		"09223372036854775807.log":             {math.MaxInt64, "log", true},
+		"42.log":                               {42, "log", true}, // Kafka takes any length
+		"00000000000000000007.log.damaged-0-9": {7, "log.damaged-0-9", true},
+		"+0000000000000000042.log":             {}, // digits only: no sign
+		"-0000000000000000001.log":             {},
+		"99999999999999999999.log":             {}, // past int64
+		".log":                                 {},
+		"00000000000000000042":                 {},
+		"leader-epoch-checkpoint":              {},
+		"partition.metadata":                   {},
+	} {
+		base, ext, ok := ParseSegmentName(name)
+		assert.Equal(t, want, parsed{base, ext, ok}, name)
+	}
 }

@@ -53,11 +53,11 @@ type DamagedRange struct {
 	Pos, End           int64
 	PrevLast, NextBase int64
 	Dropped            []DroppedBatch
-	// Aside is the file the bytes move to (chosen by PlanLogFile; "" is
-	// AsidePath's plain name).
+	// Aside is the file the bytes move to (chosen by PlanLogFile and
+	// recovery; "" is AsidePath's plain name).
 	Aside string
-	// Discard: the bytes are dropped, not moved aside (recovery sets it for
-	// an all-zero tail: space a file system extended but never wrote).
+	// Discard: the bytes are dropped, not moved aside: they are all zero,
+	// space a file system extended but never wrote (decideDamaged).
 	Discard bool
 }
 
@@ -203,42 +203,37 @@ const maxLegacyEntry = 64 << 20
 // batch Kafka writes passes, so that the CRC is computed for few positions
 // of a damaged range.
 func (sc *segScanner) plausible(h []byte, pos int64) bool {
-	be := binary.BigEndian
-	length := int64(int32(be.Uint32(h[8:])))
-	off := int64(be.Uint64(h))
-	magic := h[16]
-	if magic > 2 || length < 14 || pos+12+length > sc.size || off < sc.lim.Base || off >= sc.lim.Limit {
+	hd, err := record.PeekHeader(h, sc.size-pos)
+	if err != nil || hd.BaseOffset < sc.lim.Base || hd.BaseOffset >= sc.lim.Limit {
 		return false
 	}
-	if magic < 2 {
-		return length <= maxLegacyEntry && sc.legacyPlausible(h, pos, length, magic)
+	if hd.Magic < 2 {
+		return hd.Length <= maxLegacyEntry && sc.legacyPlausible(h, pos, hd)
 	}
-	if length < record.HeaderSize-record.LogOverhead || len(h) < record.HeaderSize {
+	if len(h) < record.HeaderSize {
 		return false
 	}
-	attrs := be.Uint16(h[21:])
-	delta := int32(be.Uint32(h[23:]))
-	producerID := int64(be.Uint64(h[43:]))
-	epoch := int16(be.Uint16(h[51:]))
-	seq := int32(be.Uint32(h[53:]))
-	count := int32(be.Uint32(h[57:]))
+	attrs := uint16(hd.Attributes)
 	return attrs&0xff80 == 0 && attrs&7 <= 4 && // unused bits zero, a known codec
-		delta >= 0 && off+int64(delta) < sc.lim.Limit &&
-		count >= 0 && int64(count) <= int64(delta)+1 &&
-		producerID >= -1 && epoch >= -1 && seq >= -1
+		hd.LastOffsetDelta >= 0 && hd.BaseOffset+int64(hd.LastOffsetDelta) < sc.lim.Limit &&
+		hd.RecordCount >= 0 && int64(hd.RecordCount) <= int64(hd.LastOffsetDelta)+1 &&
+		hd.ProducerID >= -1 && hd.ProducerEpoch >= -1 && hd.BaseSequence >= -1
 }
 
-// legacyPlausible checks that a would-be legacy message at pos adds up: its
-// attributes use only defined bits and its key and value lengths account for
-// exactly length bytes.
-func (sc *segScanner) legacyPlausible(h []byte, pos, length int64, magic byte) bool {
-	keyAt := int64(18) // offset, size, crc, magic, attributes
-	attrMask := byte(0x07)
-	if magic == 1 {
-		keyAt += 8 // timestamp
+// legacyPlausible checks that a would-be legacy message at pos (header hd,
+// from the bytes h) adds up: its attributes use only defined bits and its
+// key and value lengths account for exactly its length.
+func (sc *segScanner) legacyPlausible(h []byte, pos int64, hd record.Batch) bool {
+	// offset, size, crc, magic, attributes, [timestamp (v1)], then the key
+	// length: the first field of the message past its header.
+	keyAt := int64(18)
+	attrMask := int16(0x07)
+	if hd.Magic == 1 {
+		keyAt += 8
 		attrMask = 0x0f
 	}
-	if length < keyAt-12+8 || int64(len(h)) < keyAt+4 || h[17]&^attrMask != 0 || h[17]&7 > 3 {
+	length := int64(hd.Length)
+	if int64(len(h)) < keyAt+4 || hd.Attributes&^attrMask != 0 || hd.Attributes&7 > 3 {
 		return false
 	}
 	keyLen := int64(int32(binary.BigEndian.Uint32(h[keyAt:])))

@@ -12,10 +12,11 @@ import (
 )
 
 // Carrying out a salvage plan (crash recovery and check --repair alike)
-// never throws intact data away: every damaged byte range is copied to
-// <segment>.log.damaged-<pos>-<end> beside the segment, byte for byte
-// (positions are those of the original file), and durably, before the .log
-// changes; then the .log is truncated (the damage is a tail) or rewritten
+// never throws intact data away: every damaged byte range holding a
+// non-zero byte is copied to <segment>.log.damaged-<pos>-<end> beside the
+// segment, byte for byte (positions are those of the original file), and
+// durably, before the .log changes (a range of zeros only is space never
+// written, and is dropped: decideDamaged); then the .log is truncated (the damage is a tail) or rewritten
 // with its intact batches only, unchanged and in order, through
 // <segment>.log.repairing, which is renamed over the .log once durable.
 // Offsets are kept, so a damaged range leaves a gap, as compaction does.
@@ -29,8 +30,8 @@ const (
 	RepairingSuffix = ".repairing" // <base>.log.repairing while it is written
 )
 
-// PlanLogFile scans the .log at path (PlanSegment) and chooses the aside
-// file of each damaged range (ChooseAside).
+// PlanLogFile scans the .log at path (PlanSegment) and decides what
+// happens to each damaged range (decideDamaged).
 func PlanLogFile(fsys vfs.FS, path string, lim ScanLimits) (SegmentPlan, error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -46,19 +47,48 @@ func PlanLogFile(fsys vfs.FS, path string, lim ScanLimits) (SegmentPlan, error) 
 		return sp, fmt.Errorf("%s: %w", path, err)
 	}
 	sp.Path = path
-	return sp, chooseAsides(fsys, f, &sp)
+	return sp, decideDamaged(fsys, f, &sp)
 }
 
-// chooseAsides sets the Aside of each damaged range of sp (read from src).
-func chooseAsides(fsys vfs.FS, src io.ReaderAt, sp *SegmentPlan) error {
+// decideDamaged decides, for crash recovery and check --repair alike, what
+// a salvage does with each damaged range of sp, whose .log src holds: a
+// range of zeros only is space a file system extended or preallocated but
+// never wrote (typically the tail after a crash), so it is dropped
+// (Discard) and nothing is lost; a range holding any non-zero byte is kept
+// aside, in the file ChooseAside picks (Aside).
+func decideDamaged(fsys vfs.FS, src io.ReaderAt, sp *SegmentPlan) error {
 	for i := range sp.Damaged {
-		name, err := ChooseAside(fsys, src, sp.Path, sp.Damaged[i])
+		r := &sp.Damaged[i]
+		zero, err := allZero(src, r.Pos, r.End)
 		if err != nil {
 			return err
 		}
-		sp.Damaged[i].Aside = name
+		r.Discard, r.Aside = zero, ""
+		if !zero {
+			if r.Aside, err = ChooseAside(fsys, src, sp.Path, *r); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// allZero reports whether bytes [pos, end) of r are all zero.
+func allZero(r io.ReaderAt, pos, end int64) (bool, error) {
+	buf := make([]byte, min(end-pos, 1<<20))
+	for pos < end {
+		n := min(int64(len(buf)), end-pos)
+		if _, err := r.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += n
+	}
+	return true, nil
 }
 
 // AsidePath names the file a damaged range of log moves to: the plan's

@@ -36,9 +36,13 @@ const unknownTs = math.MinInt64
 // segmentName returns the 20-digit file-name prefix of a segment.
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
-// parseSegmentName splits a file name like 00000000000000000042.log.deleted
+// ParseSegmentName splits a file name like 00000000000000000042.log.deleted
 // into its base offset (42) and the rest after the first dot (log.deleted).
-func parseSegmentName(name string) (base int64, ext string, ok bool) {
+// The stem must be decimal digits only (no sign), of any length as Kafka
+// accepts, and fit an int64; ok is false for every other name
+// (leader-epoch-checkpoint, partition.metadata, ...). Recovery and
+// topicfs check both sort a partition directory's files with it.
+func ParseSegmentName(name string) (base int64, ext string, ok bool) {
 	dot := strings.IndexByte(name, '.')
 	if dot <= 0 {
 		return 0, "", false

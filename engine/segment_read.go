@@ -7,7 +7,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -135,35 +134,15 @@ func peekAt(r io.ReaderAt, pos, end int64) (batchHeader, int64, error) {
 }
 
 func parsePeek(buf []byte, pos, end int64) (batchHeader, error) {
-	n := int64(len(buf))
-	h := batchHeader{
-		baseOffset: int64(binary.BigEndian.Uint64(buf[0:])),
-		size:       record.LogOverhead + int64(int32(binary.BigEndian.Uint32(buf[8:]))),
-		magic:      int8(buf[16]),
-		maxTs:      -1,
+	b, err := record.PeekHeader(buf, end-pos)
+	if err != nil {
+		return batchHeader{}, fmt.Errorf("%w (position %d)", err, pos)
 	}
-	if h.size < record.LogOverhead+14 {
-		return batchHeader{}, fmt.Errorf("%w: position %d: entry size %d", record.ErrCorrupt, pos, h.size-record.LogOverhead)
-	}
-	if pos+h.size > end {
-		return batchHeader{}, fmt.Errorf("%w: position %d: entry of %d bytes past the end %d", record.ErrTruncated, pos, h.size, end)
-	}
-	switch {
-	case h.magic == 2:
-		if n < peekSize || h.size < record.HeaderSize {
-			return batchHeader{}, fmt.Errorf("%w: position %d: v2 batch of %d bytes", record.ErrCorrupt, pos, h.size)
-		}
-		h.attributes = int16(binary.BigEndian.Uint16(buf[21:]))
-		h.lastOffset = h.baseOffset + int64(int32(binary.BigEndian.Uint32(buf[23:])))
-		h.maxTs = int64(binary.BigEndian.Uint64(buf[35:]))
-	case h.magic == 1 || h.magic == 0:
-		h.lastOffset = h.baseOffset
-		h.attributes = int16(buf[17])
-		if h.magic == 1 && n >= 26 {
-			h.maxTs = int64(binary.BigEndian.Uint64(buf[18:]))
-		}
-	default:
-		return batchHeader{}, fmt.Errorf("%w: position %d: unknown magic %d", record.ErrCorrupt, pos, h.magic)
+	h := batchHeader{baseOffset: b.BaseOffset, size: int64(b.Size()), magic: b.Magic,
+		attributes: b.Attributes, lastOffset: b.LastOffset(), maxTs: b.MaxTimestamp}
+	if b.Magic == 2 && len(buf) < peekSize {
+		// Not reached: a v2 batch that fits before end is longer than peekSize.
+		return batchHeader{}, fmt.Errorf("%w: position %d: v2 header cut at %d bytes", record.ErrCorrupt, pos, len(buf))
 	}
 	return h, nil
 }

@@ -298,19 +298,6 @@ type segmentFiles struct {
 	hasLog, hasIndex, hasTime, hasTxn bool
 }
 
-// segmentName parses "<20 digits>.<suffix>" and returns base and suffix.
-func segmentName(name string) (int64, string, bool) {
-	stem, suffix, ok := strings.Cut(name, ".")
-	if !ok || len(stem) != 20 {
-		return 0, "", false
-	}
-	base, err := strconv.ParseInt(stem, 10, 64)
-	if err != nil || base < 0 {
-		return 0, "", false
-	}
-	return base, suffix, true
-}
-
 type partitionChecker struct {
 	fs  vfs.FS
 	rep *PartitionReport
@@ -348,7 +335,7 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 		}
 		name := e.Name()
 		path := filepath.Join(dir, name)
-		base, suffix, ok := segmentName(name)
+		base, suffix, ok := engine.ParseSegmentName(name)
 		if !ok {
 			continue // leader-epoch-checkpoint, partition.metadata, quorum-state, ...
 		}

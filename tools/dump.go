@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -140,13 +142,15 @@ func absPath(p string) string {
 	return p
 }
 
-// fileBase returns the number before the first '.' of a segment file name.
+// fileBase returns the base offset a segment file's name starts with, as
+// the engine reads it (engine.ParseSegmentName).
 func fileBase(path string) (int64, error) {
 	name := filepath.Base(path)
-	if i := strings.IndexByte(name, '.'); i >= 0 {
-		name = name[:i]
+	base, _, ok := engine.ParseSegmentName(name)
+	if !ok {
+		return 0, fmt.Errorf("%q does not start with <offset>.", name)
 	}
-	return strconv.ParseInt(name, 10, 64)
+	return base, nil
 }
 
 // sibling returns the file next to path with the same base and another suffix.
@@ -353,14 +357,12 @@ type recordJSON struct {
 	PayloadBase64    *string  `json:"payloadBase64,omitempty"`
 }
 
-// dumpLog prints a .log file (or a KRaft .checkpoint snapshot): one line per
-// batch and, with deep iteration, one per record.
 // partialBatch reports whether the bytes at pos, which run past size, can be
 // a batch cut short by a crash (reported only, as Kafka does): fewer bytes
-// than a header up to its magic byte, or a header with a valid length and
-// magic (0, 1 or 2; at byte 16 in every format).
+// than a header up to its magic byte, or a header record.PeekHeader accepts
+// (a known magic at byte 16 and a length that fits it).
 func partialBatch(f io.ReaderAt, pos, size int64) bool {
-	const upToMagic, minEntry = 17, 14
+	const upToMagic = 17
 	if size-pos < upToMagic {
 		return true
 	}
@@ -368,11 +370,12 @@ func partialBatch(f io.ReaderAt, pos, size int64) bool {
 	if _, err := f.ReadAt(hdr[:], pos); err != nil {
 		return false
 	}
-	length := int32(binary.BigEndian.Uint32(hdr[8:12]))
-	magic := int8(hdr[16])
-	return length >= minEntry && magic >= 0 && magic <= 2
+	_, err := record.PeekHeader(hdr[:], math.MaxInt64)
+	return err == nil
 }
 
+// dumpLog prints a .log file (or a KRaft .checkpoint snapshot): one line per
+// batch and, with deep iteration, one per record.
 func (d *dumper) dumpLog(path string) {
 	name := filepath.Base(path)
 	if !d.opts.JSON {

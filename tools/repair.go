@@ -22,7 +22,9 @@ import (
 //     engine completes or rolls it back), then checks the partition again;
 //  2. scans each .log with a problem (engine.PlanLogFile: the scanner crash
 //     recovery uses too) and moves every damaged byte range to
-//     <segment>.log.damaged-<pos>-<end> beside it, byte for byte;
+//     <segment>.log.damaged-<pos>-<end> beside it, byte for byte, except
+//     a range of zeros only (space never written), which is dropped, as
+//     recovery drops it;
 //  3. rewrites the .log with the intact batches only, or truncates it when
 //     the damage is a tail (engine.ApplySegmentPlan, as recovery does);
 //  4. rebuilds the indexes of the segments it rewrote and of those whose
@@ -167,7 +169,7 @@ func segmentLogs(fsys vfs.FS, dir string) ([]logFile, error) {
 	}
 	var out []logFile
 	for _, e := range entries {
-		if base, suffix, ok := segmentName(e.Name()); ok && suffix == "log" && !e.IsDir() {
+		if base, suffix, ok := engine.ParseSegmentName(e.Name()); ok && suffix == "log" && !e.IsDir() {
 			out = append(out, logFile{path: filepath.Join(dir, e.Name()), base: base})
 		}
 	}
@@ -202,6 +204,11 @@ func describePlan(w io.Writer, pl *PartitionPlan, prefix, verb string) {
 	}
 	for _, sp := range pl.Segments {
 		for _, r := range sp.Damaged {
+			if r.Discard {
+				fmt.Fprintf(w, "%s%s: %s bytes %d..%d (%d bytes, all zero: never written) of %s; %s\n", prefix, pl.Name, past("drop", "dropped"),
+					r.Pos, r.End, r.End-r.Pos, filepath.Base(sp.Path), r.LostOffsets())
+				continue
+			}
 			fmt.Fprintf(w, "%s%s: %s bytes %d..%d (%d bytes) of %s to %s; %s\n", prefix, pl.Name, past("move", "moved"),
 				r.Pos, r.End, r.End-r.Pos, filepath.Base(sp.Path), filepath.Base(engine.AsidePath(sp.Path, r)), r.LostOffsets())
 			for _, d := range r.Dropped {

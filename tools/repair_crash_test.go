@@ -3,13 +3,12 @@ package tools
 import (
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/topicfs/topicfs/engine"
-	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
@@ -30,40 +29,20 @@ func memValues(t *testing.T, fsys vfs.FS) map[int64]string {
 // survived: whatever the crash point, the second run leaves a clean
 // directory holding every intact record at its offset.
 func TestRepairCrashAtEveryStep(t *testing.T) {
-	mem := vfs.NewMem()
-	d, err := engine.OpenLogDir(mem, "/d", engine.LogDirOptions{Logger: quiet(),
-		Overrides: map[string]map[string]string{"c": {"segment.bytes": "1024"}}})
-	require.NoError(t, err)
-	tp, err := d.CreateTopic("c", 1)
-	require.NoError(t, err)
-	p, err := tp.Partition(0)
-	require.NoError(t, err)
-	for i := range 40 {
-		_, _, err := p.Append([]record.Record{{Timestamp: int64(1000 + i), Value: []byte(fmt.Sprintf("record %03d and some padding", i))}})
-		require.NoError(t, err)
-	}
-	want := readAllValues(t, p)
-	segs := p.Segments()
-	require.Greater(t, len(segs), 2)
-	require.NoError(t, d.Close())
-
-	victim := fmt.Sprintf("/d/c-0/%020d.log", segs[1].BaseOffset)
-	data, err := vfs.ReadFile(mem, victim)
-	require.NoError(t, err)
+	mem, logs, want := memDataDir(t, 40)
+	require.Greater(t, len(logs), 2)
+	victim := logs[1]
+	victimBase, _, _ := engine.ParseSegmentName(filepath.Base(victim))
+	data := readMem(t, mem, victim)
 	pos := batchPositions(t, data)
 	bad := len(pos) / 2
 	data[pos[bad]+40] ^= 0x08
-	f, err := mem.OpenFile(victim, os.O_RDWR, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt(data, 0)
-	require.NoError(t, err)
-	require.NoError(t, f.Sync())
-	require.NoError(t, f.Close())
-	delete(want, segs[1].BaseOffset+int64(bad)) // one record per batch
+	writeMem(t, mem, victim, data)
+	delete(want, victimBase+int64(bad)) // one record per batch
 	base := mem.Crash()
 
 	counter := vfs.NewCounter()
-	_, err = Check(io.Discard, "/d", CheckOptions{Repair: true, FS: vfs.NewErrorFS(base.Crash(), counter)})
+	_, err := Check(io.Discard, "/d", CheckOptions{Repair: true, FS: vfs.NewErrorFS(base.Crash(), counter)})
 	require.NoError(t, err)
 	n := counter.Count()
 	require.Greater(t, n, int64(10))

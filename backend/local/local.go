@@ -132,7 +132,7 @@ func SettingsOf(cfg engine.Config) backend.Settings {
 		NullMarker:     cfg.NullMarker,
 		BatchSize:      cfg.BatchSize,
 		LingerMs:       cfg.LingerMs,
-		MaxRecordBytes: min(cfg.MaxMessageBytes, cfg.SegmentBytes), // a broker refuses a batch above segment.bytes (RECORD_BATCH_TOO_LARGE)
+		MaxRecordBytes: cfg.MaxRecordBytes(),
 		Uncompressed:   cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed",
 		Compacted:      cfg.Compact(),
 	}

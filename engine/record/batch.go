@@ -166,56 +166,98 @@ func (b *Batch) Verify() error {
 }
 
 // Parse decodes the header of raw, which must be exactly one entry (12 +
-// size bytes). Only header checks are made (see ReadAt); call Verify for the
-// CRC and Records for the contents. The Batch aliases raw.
+// size bytes). Only header checks are made (PeekHeader's); call Verify for
+// the CRC and Records for the contents. The Batch aliases raw.
 func Parse(raw []byte) (Batch, error) {
-	if len(raw) < headerUpToMagic {
-		return Batch{}, fmt.Errorf("%w: %d bytes, need %d", ErrTruncated, len(raw), headerUpToMagic)
+	var b Batch
+	if err := peekHeader(raw, int64(len(raw)), &b); err != nil {
+		return Batch{}, err
 	}
-	size := int64(int32(binary.BigEndian.Uint32(raw[offLength:])))
-	if size < minEntrySize {
-		return Batch{}, fmt.Errorf("%w: entry size %d < %d", ErrCorrupt, size, minEntrySize)
+	if extra := len(raw) - b.Size(); extra > 0 {
+		return Batch{}, fmt.Errorf("%w: %d bytes after the entry", ErrCorrupt, extra)
 	}
-	if want := LogOverhead + size; int64(len(raw)) < want {
-		return Batch{}, fmt.Errorf("%w: entry of %d bytes, have %d", ErrTruncated, want, len(raw))
-	} else if int64(len(raw)) > want {
-		return Batch{}, fmt.Errorf("%w: %d bytes after the entry", ErrCorrupt, int64(len(raw))-want)
-	}
-	return parseHeader(raw)
+	b.Raw = raw
+	return b, nil
 }
 
-// parseHeader decodes the header of raw, whose length equals 12 + size and
-// size >= 14.
-func parseHeader(raw []byte) (Batch, error) {
-	magic := int8(raw[offMagic])
-	off := int64(binary.BigEndian.Uint64(raw))
-	switch {
-	case magic == 2:
-	case magic == 0 || magic == 1:
-		return parseLegacyHeader(raw)
-	default:
-		return Batch{}, fmt.Errorf("%w: offset %d: unknown magic %d", ErrCorrupt, off, magic)
-	}
-	if len(raw) < HeaderSize {
-		return Batch{}, fmt.Errorf("%w: offset %d: v2 batch of %d bytes < %d", ErrCorrupt, off, len(raw), HeaderSize)
+// PeekHeader decodes the header of the entry that starts at b[0] from its
+// first bytes alone; b need not hold the records. Every field that lies
+// wholly within b is set and the others are left zero: HeaderSize bytes
+// hold every field of a v2 batch, 26 every field of a legacy message (whose
+// PartitionLeaderEpoch, producer fields and v0 timestamps are -1, as Parse
+// sets them). Raw is nil. avail is how many bytes the file holds from the
+// entry's start. The checks are ReadAt's, in Kafka's order
+// (FileLogInputStream):
+//
+//   - fewer than 17 bytes in b: ErrTruncated;
+//   - size < 14: ErrCorrupt (e.g. a zero-filled tail);
+//   - 12 + size > avail: ErrTruncated (a torn tail);
+//   - an unknown magic, or a size too small for its magic: ErrCorrupt.
+//
+// On an error after the first, the Batch still holds BaseOffset, Length
+// and Magic, so a caller can say what it saw.
+func PeekHeader(b []byte, avail int64) (Batch, error) {
+	var h Batch
+	err := peekHeader(b, avail, &h)
+	return h, err
+}
+
+// peekHeader is PeekHeader into *h, which it overwrites (ReadAt calls it
+// twice on the same Batch without copying one).
+func peekHeader(b []byte, avail int64, h *Batch) error {
+	if len(b) < headerUpToMagic {
+		*h = Batch{}
+		return fmt.Errorf("%w: %d bytes, need %d", ErrTruncated, len(b), headerUpToMagic)
 	}
 	be := binary.BigEndian
-	return Batch{
-		BaseOffset:           off,
-		Length:               int32(be.Uint32(raw[offLength:])),
-		PartitionLeaderEpoch: int32(be.Uint32(raw[offLeaderEpoch:])),
-		Magic:                magic,
-		CRC:                  be.Uint32(raw[offCRC:]),
-		Attributes:           int16(be.Uint16(raw[offAttributes:])),
-		LastOffsetDelta:      int32(be.Uint32(raw[offLastOffsetDelta:])),
-		BaseTimestamp:        int64(be.Uint64(raw[offBaseTimestamp:])),
-		MaxTimestamp:         int64(be.Uint64(raw[offMaxTimestamp:])),
-		ProducerID:           int64(be.Uint64(raw[offProducerID:])),
-		ProducerEpoch:        int16(be.Uint16(raw[offProducerEpoch:])),
-		BaseSequence:         int32(be.Uint32(raw[offBaseSequence:])),
-		RecordCount:          int32(be.Uint32(raw[offRecordCount:])),
-		Raw:                  raw,
-	}, nil
+	*h = Batch{
+		BaseOffset: int64(be.Uint64(b[offBaseOffset:])),
+		Length:     int32(be.Uint32(b[offLength:])),
+		Magic:      int8(b[offMagic]),
+	}
+	switch {
+	case h.Length < minEntrySize:
+		return fmt.Errorf("%w: entry size %d < %d", ErrCorrupt, h.Length, minEntrySize)
+	case LogOverhead+int64(h.Length) > avail:
+		return fmt.Errorf("%w: entry of %d bytes, %d available", ErrTruncated, LogOverhead+int64(h.Length), avail)
+	case h.Magic == 0 || h.Magic == 1:
+		return peekLegacy(b, h)
+	case h.Magic != 2:
+		return fmt.Errorf("%w: offset %d: unknown magic %d", ErrCorrupt, h.BaseOffset, h.Magic)
+	case h.Length < v2MinLength:
+		return fmt.Errorf("%w: offset %d: v2 batch of %d bytes < %d", ErrCorrupt, h.BaseOffset, LogOverhead+int(h.Length), HeaderSize)
+	}
+	h.PartitionLeaderEpoch = int32(be.Uint32(b[offLeaderEpoch:]))
+	// Each later field only if b reaches its end (HeaderSize bytes reach all).
+	n := len(b)
+	if n >= offCRC+4 {
+		h.CRC = be.Uint32(b[offCRC:])
+	}
+	if n >= offAttributes+2 {
+		h.Attributes = int16(be.Uint16(b[offAttributes:]))
+	}
+	if n >= offLastOffsetDelta+4 {
+		h.LastOffsetDelta = int32(be.Uint32(b[offLastOffsetDelta:]))
+	}
+	if n >= offBaseTimestamp+8 {
+		h.BaseTimestamp = int64(be.Uint64(b[offBaseTimestamp:]))
+	}
+	if n >= offMaxTimestamp+8 {
+		h.MaxTimestamp = int64(be.Uint64(b[offMaxTimestamp:]))
+	}
+	if n >= offProducerID+8 {
+		h.ProducerID = int64(be.Uint64(b[offProducerID:]))
+	}
+	if n >= offProducerEpoch+2 {
+		h.ProducerEpoch = int16(be.Uint16(b[offProducerEpoch:]))
+	}
+	if n >= offBaseSequence+4 {
+		h.BaseSequence = int32(be.Uint32(b[offBaseSequence:]))
+	}
+	if n >= offRecordCount+4 {
+		h.RecordCount = int32(be.Uint32(b[offRecordCount:]))
+	}
+	return nil
 }
 
 // ReadAt reads the entry starting at pos of a file whose valid data ends at
@@ -247,18 +289,11 @@ func ReadAt(r io.ReaderAt, pos, end int64, buf []byte) (Batch, error) {
 	if err := readFull(r, hdr, pos); err != nil {
 		return Batch{}, err
 	}
-	size := int64(int32(binary.BigEndian.Uint32(hdr[offLength:])))
-	if size < minEntrySize {
-		return Batch{}, fmt.Errorf("%w: position %d: entry size %d < %d", ErrCorrupt, pos, size, minEntrySize)
+	var b Batch
+	if err := peekHeader(hdr, end-pos, &b); err != nil {
+		return Batch{}, fmt.Errorf("%w (position %d)", err, pos)
 	}
-	total := LogOverhead + size
-	if total > end-pos || size > math.MaxInt32 {
-		return Batch{}, fmt.Errorf("%w: position %d: entry of %d bytes, %d available", ErrTruncated, pos, total, end-pos)
-	}
-	if m := int8(hdr[offMagic]); m < 0 || m > 2 {
-		return Batch{}, fmt.Errorf("%w: position %d offset %d: unknown magic %d", ErrCorrupt, pos,
-			int64(binary.BigEndian.Uint64(hdr)), m)
-	}
+	total := int64(b.Size())
 	var raw []byte
 	if int64(cap(buf)) >= total {
 		raw = buf[:total] // the header is already in place
@@ -269,10 +304,10 @@ func ReadAt(r io.ReaderAt, pos, end int64, buf []byte) (Batch, error) {
 	if err := readFull(r, raw[headerUpToMagic:], pos+headerUpToMagic); err != nil {
 		return Batch{}, err
 	}
-	b, err := parseHeader(raw)
-	if err != nil {
+	if err := peekHeader(raw, total, &b); err != nil {
 		return Batch{}, fmt.Errorf("%w (position %d)", err, pos)
 	}
+	b.Raw = raw
 	return b, nil
 }
 

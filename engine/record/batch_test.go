@@ -220,6 +220,55 @@ func TestReadAtFraming(t *testing.T) {
 	require.ErrorIs(t, err, errDisk)
 }
 
+// TestPeekHeader: the fields of an entry from its first bytes, each only
+// when the bytes hold it, and ReadAt's checks in Kafka's order.
+func TestPeekHeader(t *testing.T) {
+	one := golden(t)
+	full, err := Parse(one)
+	require.NoError(t, err)
+	full.Raw = nil
+
+	h, err := PeekHeader(one[:HeaderSize], int64(len(one)))
+	require.NoError(t, err)
+	assert.Equal(t, full, h, "a whole v2 header: every field")
+	h, err = PeekHeader(one[:43], int64(len(one)))
+	require.NoError(t, err)
+	assert.Equal(t, full.MaxTimestamp, h.MaxTimestamp, "43 bytes reach maxTimestamp")
+	assert.Zero(t, h.ProducerID, "and no further")
+	assert.Zero(t, h.RecordCount)
+
+	_, err = PeekHeader(one[:16], int64(len(one)))
+	assert.ErrorIs(t, err, ErrTruncated, "16 bytes do not reach the magic")
+	_, err = PeekHeader(make([]byte, 40), 40)
+	assert.ErrorIs(t, err, ErrCorrupt, "a zero-filled tail: size 0")
+	_, err = PeekHeader(one[:HeaderSize], int64(len(one))-1)
+	assert.ErrorIs(t, err, ErrTruncated, "the entry runs past what the file holds")
+	bad := bytes.Clone(one)
+	bad[16] = 9
+	_, err = PeekHeader(bad, 10)
+	assert.ErrorIs(t, err, ErrTruncated, "past the end comes before the magic, as in Kafka")
+	h, err = PeekHeader(bad, int64(len(bad)))
+	assert.ErrorIs(t, err, ErrCorrupt, "unknown magic")
+	assert.Equal(t, []any{full.BaseOffset, full.Length, int8(9)}, []any{h.BaseOffset, h.Length, h.Magic}, "what it saw")
+	short := bytes.Clone(one)
+	binary.BigEndian.PutUint32(short[8:], 20)
+	_, err = PeekHeader(short, int64(len(short)))
+	assert.ErrorIs(t, err, ErrCorrupt, "a v2 batch shorter than its header")
+
+	legacy := legacyEntry(42, legacyMsg(1, int8(Gzip), 1_700_000_000_000, nil, []byte("v")))
+	h, err = PeekHeader(legacy[:26], int64(len(legacy)))
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(42), int8(1), int16(Gzip), int64(1_700_000_000_000), int32(-1), int64(-1)},
+		[]any{h.BaseOffset, h.Magic, h.Attributes, h.MaxTimestamp, h.RecordCount, h.ProducerID})
+	h, err = PeekHeader(legacy[:17], int64(len(legacy)))
+	require.NoError(t, err)
+	assert.Zero(t, h.MaxTimestamp, "a v1 timestamp the bytes do not hold is unknown, not -1")
+	short = bytes.Clone(legacy)
+	binary.BigEndian.PutUint32(short[8:], 20)
+	_, err = PeekHeader(short, int64(len(short)))
+	assert.ErrorIs(t, err, ErrCorrupt, "a v1 message shorter than 22 bytes")
+}
+
 func TestReadAtReusesBuffer(t *testing.T) {
 	one := golden(t)
 	buf := make([]byte, 0, 4096)

@@ -259,3 +259,73 @@ func FuzzLegacy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPeekHeader decodes the first bytes of a fuzzed entry, cut at every
+// length and with every amount of file after it: it must never panic, fail
+// only with ErrCorrupt or ErrTruncated, agree with ReadAt on every field
+// ReadAt decodes, and set each field either as the whole header does or not
+// at all (zero) when the cut leaves it out.
+func FuzzPeekHeader(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s[:min(len(s), 80)], int64(len(s)))
+		for pos := int64(0); pos < int64(len(s)); { // every entry alone
+			b, err := ReadAt(bytes.NewReader(s), pos, int64(len(s)), nil)
+			if err != nil {
+				break
+			}
+			f.Add(b.Raw, int64(len(b.Raw)))
+			pos += int64(b.Size())
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, avail int64) {
+		full, fullErr := PeekHeader(data, avail)
+		for n := 0; n <= min(len(data), 2*HeaderSize); n++ { // past HeaderSize every field is set
+			h, err := PeekHeader(data[:n], avail)
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) {
+					t.Fatalf("cut at %d: unexpected error class: %v", n, err)
+				}
+				continue
+			}
+			require.NoError(t, fullErr, "cut at %d passes, the whole header must too", n)
+			require.Nil(t, h.Raw)
+			requireFieldsOf(t, full, h, n)
+		}
+		if avail < int64(len(data)) || fullErr != nil {
+			return
+		}
+		b, err := ReadAt(bytes.NewReader(data), 0, avail, nil)
+		if err != nil || int64(b.Size()) > avail {
+			return
+		}
+		require.NoError(t, fullErr)
+		b.Raw = nil
+		require.Equal(t, b, full, "PeekHeader and ReadAt disagree")
+	})
+}
+
+// requireFieldsOf checks that every field of part is that of full or zero.
+func requireFieldsOf(t *testing.T, full, part Batch, n int) {
+	t.Helper()
+	type field struct {
+		name      string
+		got, want int64
+	}
+	for _, f := range []field{
+		{"PartitionLeaderEpoch", int64(part.PartitionLeaderEpoch), int64(full.PartitionLeaderEpoch)},
+		{"CRC", int64(part.CRC), int64(full.CRC)},
+		{"Attributes", int64(part.Attributes), int64(full.Attributes)},
+		{"LastOffsetDelta", int64(part.LastOffsetDelta), int64(full.LastOffsetDelta)},
+		{"BaseTimestamp", part.BaseTimestamp, full.BaseTimestamp},
+		{"MaxTimestamp", part.MaxTimestamp, full.MaxTimestamp},
+		{"ProducerID", part.ProducerID, full.ProducerID},
+		{"ProducerEpoch", int64(part.ProducerEpoch), int64(full.ProducerEpoch)},
+		{"BaseSequence", int64(part.BaseSequence), int64(full.BaseSequence)},
+		{"RecordCount", int64(part.RecordCount), int64(full.RecordCount)},
+	} {
+		if f.got != f.want && f.got != 0 {
+			t.Fatalf("cut at %d: %s %d, the whole header says %d", n, f.name, f.got, f.want)
+		}
+	}
+	require.Equal(t, []any{full.BaseOffset, full.Length, full.Magic}, []any{part.BaseOffset, part.Length, part.Magic}, "cut at %d", n)
+}

@@ -85,41 +85,35 @@ func legacyBytes(msg []byte, p int) ([]byte, int, error) {
 	return msg[p : p+int(n) : p+int(n)], p + int(n), nil
 }
 
-// parseLegacyHeader fills a Batch from a legacy entry (len(raw) = 12 + size).
-func parseLegacyHeader(raw []byte) (Batch, error) {
-	off := int64(binary.BigEndian.Uint64(raw))
-	msg := raw[LogOverhead:]
-	magic := int8(raw[offMagic])
+// peekLegacy is peekHeader for a legacy (magic 0/1) entry whose offset,
+// size and magic h holds: it adds the message's CRC, attributes and (v1)
+// timestamp, as far as b holds them.
+func peekLegacy(b []byte, h *Batch) error {
 	minSize := legacyMinV0
-	if magic == 1 {
+	if h.Magic == 1 {
 		minSize = legacyMinV1
 	}
-	if len(msg) < minSize {
-		return Batch{}, fmt.Errorf("%w: offset %d: magic %d message of %d bytes < %d", ErrCorrupt, off, magic, len(msg), minSize)
+	if int(h.Length) < minSize {
+		return fmt.Errorf("%w: offset %d: magic %d message of %d bytes < %d", ErrCorrupt, h.BaseOffset, h.Magic, h.Length, minSize)
 	}
-	b := Batch{
-		BaseOffset:           off,
-		Length:               int32(len(msg)),
-		PartitionLeaderEpoch: -1,
-		Magic:                magic,
-		CRC:                  binary.BigEndian.Uint32(msg),
-		Attributes:           int16(msg[5]),
-		BaseTimestamp:        -1,
-		MaxTimestamp:         -1,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		BaseSequence:         -1,
-		RecordCount:          1,
-		Raw:                  raw,
+	h.PartitionLeaderEpoch, h.ProducerID, h.ProducerEpoch, h.BaseSequence = -1, -1, -1, -1
+	if h.Magic == 0 {
+		h.BaseTimestamp, h.MaxTimestamp = -1, -1
 	}
-	if magic == 1 {
+	msg := b[LogOverhead:] // crc 4 | magic 1 | attributes 1 | [timestamp 8, v1]
+	h.CRC = binary.BigEndian.Uint32(msg)
+	if len(msg) > 5 {
+		h.Attributes = int16(msg[5])
+		h.RecordCount = 1
+		if h.Codec() != None {
+			h.RecordCount = -1
+		}
+	}
+	if h.Magic == 1 && len(msg) >= 14 {
 		ts := int64(binary.BigEndian.Uint64(msg[6:]))
-		b.BaseTimestamp, b.MaxTimestamp = ts, ts
+		h.BaseTimestamp, h.MaxTimestamp = ts, ts
 	}
-	if b.Codec() != None {
-		b.RecordCount = -1
-	}
-	return b, nil
+	return nil
 }
 
 // LegacyMessage is one message of a legacy (magic 0/1) entry, as

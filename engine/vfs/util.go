@@ -76,6 +76,42 @@ func WriteAtomic(fs FS, name string, perm os.FileMode, write func(io.Writer) err
 	return fs.SyncDir(filepath.Dir(name))
 }
 
+// MkdirAllDurable creates dir and any missing parents so that a crash after
+// it returns nil loses none of them: after MkdirAll it fsyncs each directory
+// it created, deepest first, and then the parent of the outermost one. Going
+// from the leaf up means a crash part way leaves the new chain unreachable
+// (its top entry not yet durable) rather than reachable but incomplete, and
+// each directory is synced before the entry naming it. A dir that already
+// exists costs a Stat and MkdirAll, no fsync. A Stat error other than "does
+// not exist" stops the walk and MkdirAll reports it.
+func MkdirAllDurable(fs FS, dir string, perm os.FileMode) error {
+	var created []string // deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := fs.SyncDir(created[0]); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := fs.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ErrLocked reports a lock held by someone else. Errors from Lock wrap it.
 var ErrLocked = errors.New("vfs: locked")
 

@@ -144,3 +144,56 @@ func TestReleaseBeyond(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, ReleaseBeyond(mf, 0), "no-op on MemFS")
 }
+
+// TestMkdirAllDurable: the new directories survive a crash once it returns;
+// a crash part way leaves the new chain unreachable or whole, never a
+// durable directory missing the child it was made for; the leaf is synced
+// before the entry naming it, and an existing directory costs no fsync.
+func TestMkdirAllDurable(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fs FS, dir string) {
+		p := filepath.Join(dir, "a", "b")
+		require.NoError(t, MkdirAllDurable(fs, p, 0o755))
+		require.NoError(t, MkdirAllDurable(fs, p, 0o755), "existing")
+		st, err := fs.Stat(p)
+		require.NoError(t, err)
+		assert.True(t, st.IsDir())
+	})
+
+	setup := func() *MemFS {
+		m := NewMem()
+		require.NoError(t, m.MkdirAll("/data", 0o755))
+		require.NoError(t, m.SyncDir("/"))
+		return m
+	}
+	var synced []string
+	record := InjectorFunc(func(op Op) *Fault {
+		if op.Kind == OpSyncDir {
+			synced = append(synced, op.Path)
+		}
+		return nil
+	})
+	m := setup()
+	require.NoError(t, MkdirAllDurable(NewErrorFS(m, record), "/data/t/t-0", 0o755))
+	assert.Equal(t, []string{"/data/t/t-0", "/data/t", "/data"}, synced, "leaf first, then each parent up")
+	_, err := m.Crash().Stat("/data/t/t-0")
+	require.NoError(t, err, "durable once it returned")
+	synced = nil
+	require.NoError(t, MkdirAllDurable(NewErrorFS(m, record), "/data/t/t-0", 0o755))
+	assert.Empty(t, synced, "nothing created, nothing synced")
+
+	c := NewCounter()
+	require.NoError(t, MkdirAllDurable(NewErrorFS(setup(), c), "/data/t/t-0", 0o755))
+	for i := int64(0); i <= c.Count(); i++ {
+		m := setup()
+		err := MkdirAllDurable(NewErrorFS(m, CrashAt(i)), "/data/t/t-0", 0o755)
+		after := m.Crash()
+		_, leafErr := after.Stat("/data/t/t-0")
+		if err == nil {
+			require.NoError(t, leafErr, "crash at %d after it returned nil", i)
+			continue
+		}
+		if _, midErr := after.Stat("/data/t"); midErr == nil {
+			assert.NoError(t, leafErr, "crash at %d: /data/t durable without its child", i)
+		}
+	}
+}
