@@ -119,6 +119,7 @@ func (p *Partition) observeFollowerLocked(raw []byte) error {
 	if err := p.writeRunLocked(); err != nil {
 		return err
 	}
+	p.w.dirDirty = true // the segment's first entry creates its .txnindex
 	return p.active().appendAbortedTxn(*t)
 }
 
@@ -232,6 +233,30 @@ func (p *Partition) truncateFullyLocked(offset int64) (int, error) {
 	}
 	p.w.dirDirty = false
 	return len(old), nil
+}
+
+// SetOpenTransactions replaces what the producer state knows of open
+// transactions (producer id -> first offset), as a Kafka broker restores
+// it from its producer-state snapshot: after a clean shutdown (opened with
+// CleanShutdown, no scan) the owner that saved OpenTransactions at Close
+// gives them back, so that a later ABORT marker hides the transaction
+// from its true first offset. Every first offset must lie in
+// [LogStartOffset, LogEndOffset), else ErrOffsetOutOfRange and nothing
+// changes.
+func (p *Partition) SetOpenTransactions(txns map[int64]int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ls, le := p.logStart.Load(), p.logEnd.Load()
+	for pid, first := range txns {
+		if first < ls || first >= le {
+			return fmt.Errorf("%w: open transaction of producer %d at %d, log [%d, %d)", ErrOffsetOutOfRange, pid, first, ls, le)
+		}
+	}
+	p.w.producers = producerState{ongoing: maps.Clone(txns)}
+	if p.w.producers.ongoing == nil {
+		p.w.producers.ongoing = map[int64]int64{}
+	}
+	return nil
 }
 
 // OpenTransactions returns, for each producer whose transaction has records

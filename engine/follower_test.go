@@ -420,3 +420,30 @@ func TestAppendAsFollowerReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerCleanReopenKeepsTransactions: Close makes the active
+// segment's txn index durable (a power loss right after keeps it), and
+// open transactions saved at Close and given back after a clean reopen
+// make a later ABORT hide the transaction from its first offset.
+func TestFollowerCleanReopenKeepsTransactions(t *testing.T) {
+	mem := vfs.NewMem()
+	p := openTest(t, mem, "/d/t-0", testConfig())
+	raw := bytes.Join([][]byte{txnBatch(t, 0, 5, 2, -1), txnBatch(t, 2, 6, 2, -1), txnBatch(t, 4, 6, 0, 0)}, nil)
+	_, _, err := p.AppendAsFollower(raw)
+	require.NoError(t, err)
+	open := p.OpenTransactions()
+	assert.Equal(t, map[int64]int64{5: 0}, open)
+	require.NoError(t, p.Close())
+
+	q := openTest(t, mem.Crash(), "/d/t-0", testConfig(), func(o *PartitionOptions) { o.CleanShutdown = true })
+	defer q.Close()
+	want := map[int64][]index.AbortedTxn{6: {{ProducerID: 6, FirstOffset: 2, LastOffset: 4, LastStableOffset: 0}}}
+	assert.Equal(t, want, abortedByProducer(q))
+	assert.Empty(t, q.OpenTransactions(), "a clean open scans nothing")
+	assert.ErrorIs(t, q.SetOpenTransactions(map[int64]int64{5: 5}), ErrOffsetOutOfRange)
+	require.NoError(t, q.SetOpenTransactions(open))
+	_, _, err = q.AppendAsFollower(txnBatch(t, 5, 5, 0, 0))
+	require.NoError(t, err)
+	want[5] = []index.AbortedTxn{{ProducerID: 5, FirstOffset: 0, LastOffset: 5, LastStableOffset: 6}}
+	assert.Equal(t, want, abortedByProducer(q))
+}
