@@ -31,76 +31,44 @@ type followerBatch struct {
 // must not go below the log end offset or below the previous batch's next
 // offset (gaps are allowed: compaction leaves them), else the call fails
 // with an error wrapping ErrOffsetOutOfRange and appends nothing. Legacy
-// (magic 0/1) entries fail with record.ErrUnsupported. max.message.bytes
-// and compression.type do not apply: what the other log accepted is kept
-// byte for byte. Segments roll, and index entries are added, as for any
-// append; an ABORT marker adds its transaction to its segment's .txnindex,
-// with the first offset this partition saw of that producer's transaction.
-// It returns the base offset of the first batch and the last offset of the
-// last one; an empty raw appends nothing and returns (LogEndOffset,
-// LogEndOffset-1, nil). A write error can leave the batches before it
-// appended (first and last then say which, as for AppendEach); the
-// producer state may then have seen batches that are not in the log, so
-// callers that go on should TruncateFullyAndStartAt or reopen. raw is not
-// modified.
+// (magic 0/1) entries fail with record.ErrUnsupported. max.message.bytes and
+// compression.type do not apply: what the other log accepted is kept byte
+// for byte. Segments roll, and index entries are added, as for any append;
+// an ABORT marker adds its transaction to its segment's .txnindex, with the
+// first offset this partition saw of that producer's transaction. It returns
+// the base offset of the first batch and the last offset of the last one; an
+// empty raw appends nothing and returns (LogEndOffset, LogEndOffset-1, nil).
+// flush.messages counts offsets (gaps included). A write error can leave the
+// batches before it appended (first and last then say which, as for
+// AppendEach); the producer state may then have seen batches that are not in
+// the log, so callers that go on should TruncateFullyAndStartAt or reopen.
+// raw is not modified.
 func (p *Partition) AppendAsFollower(raw []byte) (first, last int64, err error) {
-	if p.opts.ReadOnly {
-		return 0, 0, ErrReadOnly
-	}
-	cfg := p.cfg.Load()
-	now := p.now()
-	p.mu.Lock()
-	if p.closed.Load() {
-		p.mu.Unlock()
-		return 0, 0, ErrClosed
-	}
-	leo := p.logEnd.Load()
-	batches, err := splitFollowerBatches(raw, leo)
-	if err != nil || len(batches) == 0 {
-		p.mu.Unlock()
-		return leo, leo - 1, err
-	}
-	p.w.encBuf = append(p.w.encBuf[:0], raw...)
-	ap := p.appendParamsLocked(cfg, now)
-	var records int64
-	for i := range batches {
-		b := &batches[i]
-		if err = p.placeLocked(b.batchSpan, &ap); err != nil {
-			break
+	base := int64(-1)
+	first, last, err = p.appendWith(func(ap *appendParams) error {
+		batches, err := splitFollowerBatches(raw, p.logEnd.Load())
+		if err != nil || len(batches) == 0 {
+			return err
 		}
-		records += int64(b.count)
-		if b.txn {
-			if err = p.observeFollowerLocked(raw[b.start:b.end]); err != nil {
-				break
+		base = batches[0].first
+		p.w.encBuf = append(p.w.encBuf[:0], raw...)
+		for i := range batches {
+			b := &batches[i]
+			if err := p.placeLocked(b.batchSpan, ap); err != nil {
+				return err
+			}
+			if b.txn {
+				if err := p.observeFollowerLocked(raw[b.start:b.end]); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
+	})
+	if base >= 0 {
+		first = base
 	}
-	if werr := p.writeRunLocked(); err == nil {
-		err = werr
-	}
-	if err != nil {
-		p.w.run.drop()
-		p.w.encBuf = p.w.encBuf[:0]
-	}
-	p.trimBuffersLocked(cfg)
-	first, last = batches[0].first, p.logEnd.Load()-1
-	flush := false
-	if last >= first {
-		flush = p.afterAppendLocked(records, cfg, now)
-	}
-	p.mu.Unlock()
-	if last >= first {
-		p.notify()
-	}
-	if err != nil {
-		return first, last, err
-	}
-	if flush {
-		if err := p.Flush(); err != nil {
-			return first, last, err
-		}
-	}
-	return first, last, nil
+	return first, last, err
 }
 
 // observeFollowerLocked lets the producer state see a transactional batch
