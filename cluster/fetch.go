@@ -36,7 +36,7 @@ const (
 // Defaults of FetchOptions.
 const (
 	DefaultFetchTimeout  = 30 * time.Second
-	DefaultFetchMaxBytes = 8 << 20
+	DefaultFetchMaxBytes = 1 << 20 // max.partition.fetch.bytes: larger responses were slower (docs/PERFORMANCE.md)
 	DefaultFetchBackoff  = 100 * time.Millisecond
 	// maxBatchBytes bounds the one batch a fetch asks for alone when a
 	// response held only part of it: more than Kafka's largest
@@ -142,13 +142,23 @@ func (f *Fetcher) Requests() int64 { return f.requests.Load() }
 // time, backend.ErrTimedOut (or ctx's error when ctx ended first); bytes
 // that are not record batches, backend.ErrCorrupt.
 func (f *Fetcher) Fetch(ctx context.Context, topic string, partition int32, offset int64, iso Isolation) (*FetchResult, error) {
+	return f.FetchUpTo(ctx, topic, partition, offset, iso, 0)
+}
+
+// FetchUpTo is Fetch with a smaller response asked for: maxBytes, at most
+// FetchOptions.MaxBytes (0 or negative: that). A first batch larger than
+// it still comes whole.
+func (f *Fetcher) FetchUpTo(ctx context.Context, topic string, partition int32, offset int64, iso Isolation, maxBytes int32) (*FetchResult, error) {
+	if maxBytes <= 0 || maxBytes > f.opts.MaxBytes {
+		maxBytes = f.opts.MaxBytes
+	}
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: fetch at offset %d", backend.ErrOffsetOutOfRange, offset)
 	}
 	var res *FetchResult
 	err := f.withLeader(ctx, topic, partition, func(ctx context.Context, li leaderInfo) error {
 		var err error
-		res, err = f.fetchOnce(ctx, li, topic, partition, offset, iso, f.opts.MaxBytes)
+		res, err = f.fetchOnce(ctx, li, topic, partition, offset, iso, maxBytes)
 		return err
 	})
 	return res, err
@@ -426,9 +436,10 @@ func (f *Fetcher) Partition(topic string, partition int32) PartitionFetcher {
 	return PartitionFetcher{f: f, topic: topic, partition: partition}
 }
 
-// Fetch fetches from offset, read_uncommitted.
-func (pf PartitionFetcher) Fetch(ctx context.Context, offset int64) (*FetchResult, error) {
-	return pf.f.Fetch(ctx, pf.topic, pf.partition, offset, ReadUncommitted)
+// Fetch fetches from offset, read_uncommitted, about maxBytes (0: the
+// Fetcher's MaxBytes).
+func (pf PartitionFetcher) Fetch(ctx context.Context, offset int64, maxBytes int32) (*FetchResult, error) {
+	return pf.f.FetchUpTo(ctx, pf.topic, pf.partition, offset, ReadUncommitted, maxBytes)
 }
 
 // LogStartOffset returns the partition's log start offset.

@@ -40,7 +40,7 @@ package cluster
 // The cost of the first `tail records` of a 100 GB partition: tail needs
 // the file's size, the size needs the snapshot of [log start, high
 // watermark), so the copy fetches the whole 100 GB once (MaxBytes per
-// request: about 12,800 fetches of 8 MiB), writes it under the cache
+// request: about 100,000 fetches of 1 MiB), writes it under the cache
 // directory (which needs that much free space while the view is open) and
 // the view measures it. Later opens of the same partition fetch only the
 // growth since the copy's end (one fetch when little was produced). The

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -280,8 +282,8 @@ type stopAt struct {
 	end int64
 }
 
-func (s stopAt) Fetch(ctx context.Context, offset int64) (*FetchResult, error) {
-	res, err := s.Source.Fetch(ctx, offset)
+func (s stopAt) Fetch(ctx context.Context, offset int64, maxBytes int32) (*FetchResult, error) {
+	res, err := s.Source.Fetch(ctx, offset, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +403,7 @@ func (s *fakeSource) hw() int64 {
 	return b.NextOffset()
 }
 
-func (s *fakeSource) Fetch(_ context.Context, offset int64) (*FetchResult, error) {
+func (s *fakeSource) Fetch(_ context.Context, offset int64, maxBytes int32) (*FetchResult, error) {
 	s.fetches++
 	hw := s.hw()
 	if offset < s.start || offset > hw {
@@ -413,7 +415,7 @@ func (s *fakeSource) Fetch(_ context.Context, offset int64) (*FetchResult, error
 		if b.NextOffset() <= offset {
 			continue
 		}
-		if len(res.Batches) > 0 && len(res.Batches)+len(raw) > s.maxBytes {
+		if len(res.Batches) > 0 && len(res.Batches)+len(raw) > min(s.maxBytes, int(cmp.Or(maxBytes, math.MaxInt32))) {
 			break
 		}
 		res.Batches = append(res.Batches, raw...)
@@ -557,11 +559,11 @@ func TestMirrorUncleanCopyDiscarded(t *testing.T) {
 // batch of a transaction that never ends.
 type growing struct{ fakeSource }
 
-func (g *growing) Fetch(ctx context.Context, offset int64) (*FetchResult, error) {
+func (g *growing) Fetch(ctx context.Context, offset int64, maxBytes int32) (*FetchResult, error) {
 	if g.fetches > 50 {
 		return nil, fmt.Errorf("runaway: %d fetches", g.fetches)
 	}
-	res, err := g.fakeSource.Fetch(ctx, offset)
+	res, err := g.fakeSource.Fetch(ctx, offset, maxBytes)
 	spec := record.NewBatchSpec(g.hw())
 	spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, 9, 0, 0
 	raw, _ := record.Encode(nil, spec, []record.Record{{Offset: g.hw(), Value: []byte("more")}})
@@ -622,4 +624,33 @@ func TestMirrorPartitionNames(t *testing.T) {
 	require.NoError(t, m.Close())
 	_, err = m.Partition("c", "t", 0)
 	assert.ErrorIs(t, err, backend.ErrClosed)
+}
+
+// sizes records the sizes a fill asks for.
+type sizes struct {
+	fakeSource
+	asked []int32
+}
+
+func (s *sizes) Fetch(ctx context.Context, offset int64, maxBytes int32) (*FetchResult, error) {
+	s.asked = append(s.asked, maxBytes)
+	return s.fakeSource.Fetch(ctx, offset, maxBytes)
+}
+
+// TestMirrorFetchRamp: a fill's first fetches ask for little (a reader of
+// the last records needs a batch or two), the later ones for the source's
+// default.
+func TestMirrorFetchRamp(t *testing.T) {
+	batches, want := fakeLog(t, 3000)
+	src := &sizes{fakeSource: fakeSource{batches: batches, maxBytes: 1 << 30}}
+	m := newMirror(t, vfs.NewMem(), "/cache", MirrorOptions{Logger: quietLogger()})
+	mp, err := m.Partition("c", "t", 0)
+	require.NoError(t, err)
+	snap := snapshot(t, mp, src, 0, src.hw())
+	checkRecords(t, want, visible(t, snap), 0)
+	snap.Release()
+	assert.Equal(t, []int32{64 << 10, 256 << 10, 0}, src.asked, "the third fetch takes the rest")
+	snap = snapshot(t, mp, src, src.hw()-3, src.hw())
+	snap.Release()
+	assert.Len(t, src.asked, 3, "held already: no fetch")
 }

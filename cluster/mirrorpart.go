@@ -22,11 +22,18 @@ import (
 
 // Source is where a MirrorPartition fetches from: one cluster partition,
 // read_uncommitted (PartitionFetcher). Fetch returns whole batches from
-// the one holding offset on; LogStartOffset the cluster's log start.
+// the one holding offset on, about maxBytes of them (0: as many as the
+// source's default; at least one batch); LogStartOffset the cluster's log
+// start.
 type Source interface {
-	Fetch(ctx context.Context, offset int64) (*FetchResult, error)
+	Fetch(ctx context.Context, offset int64, maxBytes int32) (*FetchResult, error)
 	LogStartOffset(ctx context.Context) (int64, error)
 }
+
+// fetchRamp are the sizes the first fetches of a fill ask for, before the
+// source's default: a reader of the last few records (by-offset/-N) gets
+// them with one small fetch, and a long fill pays a round trip or two.
+var fetchRamp = [...]int32{64 << 10, 256 << 10}
 
 // MirrorStats are a partition copy's counters since it was opened.
 type MirrorStats struct {
@@ -207,12 +214,17 @@ var errDiverged = errors.New("the cluster's log diverged from the mirror")
 func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end int64) error {
 	bound := int64(-1)
 	restarted := false
+	fetches0 := mp.fetches.Load()
 	for {
 		le := mp.p.LogEndOffset()
 		if le >= end && (!mp.openBelow(end) || (bound >= 0 && le >= bound)) {
 			return nil
 		}
-		res, err := src.Fetch(ctx, le)
+		size := int32(0)
+		if n := int(mp.fetches.Load() - fetches0); n < len(fetchRamp) {
+			size = fetchRamp[n]
+		}
+		res, err := src.Fetch(ctx, le, size)
 		if err != nil {
 			return err
 		}

@@ -142,9 +142,10 @@ func splitFollowerBatches(raw []byte, leo int64) ([]followerBatch, error) {
 // reading theirs), one empty active segment starts at offset, and the log
 // start and end offsets (and the recovery point) become offset. offset
 // may be below the old log start or above the old end. Open transactions
-// are forgotten. On return the change is durable in the partition
-// directory (a LogDir's log-start checkpoint catches up at its next
-// Checkpoint: a crash before that reopens at the larger of the two). A
+// are forgotten. Like a roll or a retention delete, the change is durable
+// after the next Flush (which fsyncs the directory); a crash before that
+// reopens the old log, or a suffix of its segments (they are renamed
+// oldest first, as retention deletes them) beside the new empty one. A
 // failed rename leaves the log as it was, but with the segments renamed
 // before it gone at the next open: reopen the partition.
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
@@ -164,7 +165,8 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 }
 
 // truncateFullyLocked is TruncateFullyAndStartAt under mu; it returns how
-// many segments left the log.
+// many segments left the log. markDeleted and createSegment mark the
+// directory for the next Flush.
 func (p *Partition) truncateFullyLocked(offset int64) (int, error) {
 	if p.closed.Load() {
 		return 0, ErrClosed
@@ -194,12 +196,7 @@ func (p *Partition) truncateFullyLocked(offset int64) (int, error) {
 		o.Release()
 	}
 	p.stats.segmentsDeleted.Add(int64(len(old)))
-	p.logger.Info("engine: truncated the log fully", "segments", len(old), "startOffset", offset)
-	if err := p.fs.SyncDir(p.dir); err != nil {
-		p.w.dirDirty = true
-		return len(old), fmt.Errorf("engine: sync dir %s: %w", p.dir, err)
-	}
-	p.w.dirDirty = false
+	p.logger.Debug("engine: truncated the log fully", "segments", len(old), "startOffset", offset)
 	return len(old), nil
 }
 

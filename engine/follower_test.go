@@ -249,7 +249,7 @@ func txnBatch(t testing.TB, base, pid int64, n int, marker int16) []byte {
 // TestTruncateFullyAndStartAt: the log restarts empty at any offset (above
 // or below the old one); a snapshot taken before keeps reading the old
 // segments; open transactions are forgotten; the restart survives a crash
-// right after the call.
+// after the next Flush.
 func TestTruncateFullyAndStartAt(t *testing.T) {
 	mem := vfs.NewMem()
 	cfg := testConfig()
@@ -299,6 +299,7 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 	assert.Equal(t, int64(503), first)
 
 	require.NoError(t, p.TruncateFullyAndStartAt(7)) // below the old start
+	require.NoError(t, p.Flush())
 	q := openTest(t, mem.Crash(), "/d/t-0", cfg)
 	defer q.Close()
 	assert.Equal(t, []int64{7, 7}, []int64{q.LogStartOffset(), q.LogEndOffset()})
@@ -357,7 +358,7 @@ func TestFollowerCrashAtEveryOp(t *testing.T) {
 		defer p.Close()
 		for i, b := range batches {
 			if int64(binary.BigEndian.Uint64(b)) == restart {
-				if p.TruncateFullyAndStartAt(restart) != nil {
+				if p.TruncateFullyAndStartAt(restart) != nil || p.Flush() != nil {
 					return o
 				}
 				o = outcome{acked: restart, start: restart}
