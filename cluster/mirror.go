@@ -294,7 +294,7 @@ func (m *Mirror) readTopicID(dir string) [16]byte {
 
 // writeTopicID writes partition.metadata.
 func (m *Mirror) writeTopicID(dir string, id [16]byte) error {
-	data := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n"
+	data := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) // no final newline, as Kafka
 	return vfs.WriteFileAtomic(m.fs, filepath.Join(dir, metadataFile), []byte(data), 0o600)
 }
 
