@@ -224,6 +224,9 @@ func (p *Partition) Close() error {
 		if a.mu.tidx != nil {
 			errs = append(errs, a.mu.tidx.Trim(), a.mu.tidx.Sync())
 		}
+		if a.mu.txn != nil && a.mu.idxFS == p.fs {
+			errs = append(errs, a.mu.txn.Sync()) // Flush syncs only sealed segments' indexes
+		}
 		a.mu.Unlock()
 		p.releaseReserved(a)
 	}

@@ -52,6 +52,9 @@ var rules = []rule{
 	{"fusefs", join(engineAll, engineThirdParty, []string{
 		mod + "/policies", mod + "/internal/panics", "github.com/hanwen/go-fuse/v2"})},
 	{"tools", join(engineAll, engineThirdParty)},
+	// Cluster mode: franz-go, the backend seam, and the engine's public API
+	// for its local copy of what it fetched (the Mirror).
+	{"cluster", join(engineAll, engineThirdParty, []string{mod + "/backend", "github.com/twmb/franz-go"})},
 	{"bench", join(engineAll, engineThirdParty, []string{mod + "/policies", mod + "/internal/panics"})},
 	{"internal/archtest", nil},
 	// The command wires everything together: anything but test helpers.
