@@ -150,6 +150,14 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 			return v.fsys.errno("getattr", err)
 		}
 		size = s
+	} else if v.fsys.local == nil {
+		// A view of a cluster that is not open: sizing it would fetch
+		// its records, so it shows the size it had when last open on this
+		// mount (0 before); opening it fetches and measures (README,
+		// Mount a Kafka cluster).
+		v.mu.Lock()
+		size = v.mu.seenSize
+		v.mu.Unlock()
 	} else {
 		st, _, err := v.newState(ctx)
 		if err != nil {
