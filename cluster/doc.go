@@ -21,11 +21,16 @@
 //     written with IncrementalAlterConfigs, validated first (validate_only),
 //     so a bad line changes nothing; topicfs's own settings (parse.key,
 //     print.key, key.separator, null.marker, batch.size, linger.ms) persist
-//     in StateDir/clusters/<cluster id>/topics/<topic>.json.
+//     in StateDir/clusters/<cluster id>/topics/<topic>.json; mount-wide
+//     defaults for them are Options.Defaults.
 //   - Stats (StatsJSON) show offsets, leader, epoch, replicas, ISR, size
 //     (DescribeLogDirs where allowed) and replication health in words.
 //   - Reads (Partition.Snapshot) come from a local read-through copy of
-//     what was fetched (cluster/mirror.go, cluster/fetch.go).
+//     what was fetched (cluster/mirror.go, cluster/fetch.go; until those
+//     are wired, Snapshot fails with errors.ErrUnsupported).
+//   - An append that times out (delivery.timeout.ms) has an unknown
+//     outcome, as with any Kafka producer: records already sent may still
+//     be appended, once, when the cluster answers.
 //
 // Secrets (sasl.password) never appear in errors, logs, stats or config
 // text: Security and Secret print [redacted].

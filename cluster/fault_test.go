@@ -194,3 +194,46 @@ func TestClusterRestart(t *testing.T) {
 		assert.Equal(t, want, string(r.Value))
 	}
 }
+
+// TestCloseUnreachable: Close returns, bounded by the request timeout,
+// with records in flight to a cluster that is gone; afterwards every
+// method says ErrClosed.
+func TestCloseUnreachable(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+	require.NoError(t, err)
+	logs := &logBuf{}
+	o := testOptions(t, kc, logs)
+	o.RequestTimeout, o.DeliveryTimeout = time.Second, 2*time.Second
+	c, err := Open(context.Background(), o)
+	require.NoError(t, err)
+	ctx := context.Background()
+	tp := mkTopic(t, c, "closing", 1)
+	p := part(t, tp, 0)
+	ch, _ := p.Subscribe()
+	<-ch
+	kc.Close()
+	_, _, err = p.AppendEach(ctx, [][]record.Record{values("stuck-", 3)})
+	require.ErrorIs(t, err, backend.ErrTimedOut)
+
+	began := time.Now()
+	err = c.Close()
+	assert.True(t, err == nil || errors.Is(err, backend.ErrTimedOut), "%v", err)
+	assert.Less(t, time.Since(began), 20*time.Second, "bounded by the request timeout")
+	require.NoError(t, c.Close(), "a second Close does nothing")
+
+	_, err = c.Topics(ctx)
+	assert.ErrorIs(t, err, backend.ErrClosed)
+	_, err = c.Topic(ctx, "closing")
+	assert.ErrorIs(t, err, backend.ErrClosed)
+	_, _, err = p.AppendEach(ctx, [][]record.Record{values("late-", 1)})
+	assert.ErrorIs(t, err, backend.ErrClosed)
+	_, err = p.Offsets(ctx)
+	assert.ErrorIs(t, err, backend.ErrClosed)
+	ch, unsubscribe := p.Subscribe()
+	unsubscribe()
+	select {
+	case <-ch:
+		t.Fatal("a closed backend signals nothing")
+	default:
+	}
+}

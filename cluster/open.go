@@ -278,7 +278,9 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 // name, no compression, no linger: the file tree batches).
 func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 	o := c.opts
-	sec, err := o.Security.clientOpts()
+	// A connection (TCP and TLS) gets half the request timeout, so that
+	// Open hears why one failed before its own time is up.
+	sec, err := o.Security.clientOpts(min(o.RequestTimeout/2, 10*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +288,6 @@ func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 		kgo.SeedBrokers(o.Bootstrap...),
 		kgo.WithLogger(kgoLogger{c.log}),
 		kgo.WithHooks(c.conn),
-		kgo.DialTimeout(min(o.RequestTimeout, 10*time.Second)),
 		kgo.RequestTimeoutOverhead(o.RequestTimeout),
 		kgo.RetryTimeout(o.RequestTimeout),
 		kgo.DisableClientMetrics(),
@@ -367,6 +368,8 @@ func (c *Cluster) openError(err error) error {
 // classify tells authentication, TLS and connection failures apart.
 func classify(err error) Cause {
 	var (
+		handshake *handshakeError
+		firstRead *kgo.ErrFirstReadEOF
 		unknownCA x509.UnknownAuthorityError
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
@@ -376,10 +379,18 @@ func classify(err error) Cause {
 		netErr    net.Error
 	)
 	switch {
+	case errors.As(err, &firstRead): // kgo's guess at why a broker hung up at once
+		switch msg := firstRead.Error(); {
+		case strings.Contains(msg, "SASL"):
+			return CauseAuthentication
+		case strings.Contains(msg, "TLS"):
+			return CauseTLS
+		}
+		return CauseUnreachable
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism),
 		errors.Is(err, kerr.IllegalSaslState), errors.Is(err, errSASLClosed):
 		return CauseAuthentication
-	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid),
+	case errors.As(err, &handshake), errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid),
 		errors.As(err, &verify), errors.As(err, &alert), errors.As(err, &header),
 		strings.Contains(err.Error(), "tls: "), strings.Contains(err.Error(), "tls alert record"):
 		return CauseTLS

@@ -66,6 +66,11 @@ func TestSASLSCRAM(t *testing.T) {
 		assert.NotContains(t, out, "wrong-pass")
 	}
 	assert.Contains(t, logs.String(), "sasl.username=admin")
+
+	// No SASL at all against brokers that require it.
+	o.Security = Security{}
+	oe = openErr(t, o)
+	assert.Equal(t, CauseAuthentication, oe.Cause, "%v", oe)
 }
 
 // TestUnreachable: bootstrap servers that refuse connections, and one
@@ -197,6 +202,7 @@ func TestTLS(t *testing.T) {
 	for name, sec := range map[string]Security{
 		"unknown CA":     {Protocol: ProtocolSSL, CAFile: other.file, CertFile: certFile, KeyFile: keyFile},
 		"no client cert": {Protocol: ProtocolSSL, CAFile: ca.file},
+		"plaintext":      {},
 	} {
 		o := testOptions(t, kc, &logBuf{})
 		o.Security, o.RequestTimeout = sec, 2*time.Second
@@ -204,4 +210,11 @@ func TestTLS(t *testing.T) {
 		assert.Equal(t, CauseTLS, oe.Cause, "%s: %v", name, oe)
 		assert.Contains(t, oe.Error(), "TLS handshake failed", name)
 	}
+
+	// TLS to a plaintext listener.
+	plain := newKfake(t)
+	o := testOptions(t, plain, &logBuf{})
+	o.Security, o.RequestTimeout = Security{Protocol: ProtocolSSL, CAFile: ca.file}, 2*time.Second
+	oe := openErr(t, o)
+	assert.Equal(t, CauseTLS, oe.Cause, "%v", oe)
 }

@@ -137,14 +137,27 @@ func (w *produceWait) finish(r *kgo.Record, err error) {
 }
 
 // produce sends recs and waits for their acknowledgement, at most the
-// delivery budget (deliveryBudget).
+// delivery budget (deliveryBudget). The records do not carry the caller's
+// context: the client fails every record buffered behind a canceled one
+// in the partition (it keeps a partition's records gapless), so one
+// writer's cancellation would fail the others'. A caller that gives up
+// gets its context's error at once, and its records go on, to their
+// acknowledgement or the delivery deadline.
 func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last int64, err error) {
+	op := "append to " + p.name()
 	if err := p.c.usable(); err != nil {
 		return 0, -1, err
 	}
-	budget := deliveryBudget(p.c.opts.DeliveryTimeout)
-	pctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel() // fails the records not yet sent, if we return early
+	if err := ctx.Err(); err != nil {
+		return 0, -1, mapErr(op, err)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryBudget(p.c.opts.DeliveryTimeout))
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			cancel() // all finished, or the deadline passed: fails what was not sent
+		}
+	}()
 	w := &produceWait{done: make(chan struct{}), fails: map[*kgo.Record]error{}, p: p}
 	w.left.Store(int64(len(recs)))
 	p.hold(len(recs))
@@ -153,12 +166,15 @@ func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last
 	}
 	select {
 	case <-w.done:
+	case <-ctx.Done():
+		abandoned = true // pctx's own deadline ends what is left
+		return 0, -1, mapErr(op, ctx.Err())
 	case <-pctx.Done():
 		select {
 		case <-w.done: // finished as the deadline passed
 		default:
 			return 0, -1, p.produceErr(ctx, fmt.Errorf("%w: records not acknowledged within delivery.timeout.ms (%s)",
-				backend.ErrTimedOut, p.c.opts.DeliveryTimeout), pctx.Err())
+				backend.ErrTimedOut, p.c.opts.DeliveryTimeout))
 		}
 	}
 	w.mu.Lock()
@@ -166,9 +182,9 @@ func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last
 	for i := range recs {
 		if ferr, failed := w.fails[&recs[i]]; failed {
 			if i == 0 {
-				return 0, -1, p.produceErr(ctx, ferr, nil)
+				return 0, -1, p.produceErr(ctx, ferr)
 			}
-			return recs[0].Offset, recs[i-1].Offset, p.produceErr(ctx, ferr, nil)
+			return recs[0].Offset, recs[i-1].Offset, p.produceErr(ctx, ferr)
 		}
 	}
 	p.c.notify(partKey{p.topic, p.id})
@@ -200,11 +216,8 @@ func (p *Partition) settle(n int) {
 // min.insync.replicas, by ErrNotEnoughReplicas and a warning naming both:
 // the client retries NOT_ENOUGH_REPLICAS until the delivery timeout, so
 // the timeout is what it reports.
-func (p *Partition) produceErr(ctx context.Context, err, ctxErr error) error {
+func (p *Partition) produceErr(ctx context.Context, err error) error {
 	op := "append to " + p.name()
-	if ctxErr != nil && ctx.Err() != nil { // the caller's context ended, not the delivery budget
-		return mapErr(op, ctx.Err())
-	}
 	switch s := sentinelOf(err); {
 	case errors.Is(err, backend.ErrTimedOut), s == backend.ErrTimedOut, s == backend.ErrNotEnoughReplicas:
 		// The rest of delivery.timeout.ms (deliveryBudget) bounds the look.

@@ -255,12 +255,40 @@ func TestProduceErrorsMapped(t *testing.T) {
 func TestAppendCanceled(t *testing.T) {
 	kc := newKfake(t)
 	c, _ := openTest(t, kc, nil)
+	bg := context.Background()
 	p := part(t, mkTopic(t, c, "cancel", 1), 0)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	_, _, err := p.AppendEach(ctx, [][]record.Record{values("v", 3)})
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, errors.Is(err, backend.ErrTimedOut))
-	require.NoError(t, p.Sync(context.Background()), "nothing left in flight")
 	assert.False(t, strings.Contains(err.Error(), "\n"))
+	require.NoError(t, p.Sync(bg), "nothing was produced")
+	offs, err := p.Offsets(bg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), offs.End)
+
+	// A writer that gives up while its records are retried returns at
+	// once; its records, and another writer's behind them, go on.
+	h := kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "cancel", Err: kerr.NotEnoughReplicas, Count: -1})
+	ctx, cancel = context.WithCancel(bg)
+	gaveUp := make(chan error)
+	go func() {
+		_, _, err := p.AppendEach(ctx, [][]record.Record{values("a", 2)})
+		gaveUp <- err
+	}()
+	require.NoError(t, h.Wait(bg, 1))
+	other := make(chan error)
+	go func() {
+		_, _, err := p.AppendEach(bg, [][]record.Record{values("b", 2)})
+		other <- err
+	}()
+	cancel()
+	assert.ErrorIs(t, <-gaveUp, context.Canceled)
+	h.Remove()
+	require.NoError(t, <-other, "the other writer's records are not failed with the first's")
+	require.NoError(t, p.Sync(bg))
+	offs, err = p.Offsets(bg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), offs.End, "the abandoned records were appended too")
 }

@@ -2,15 +2,18 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/topicfs/topicfs/backend"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -195,8 +198,43 @@ func (s Security) mechanism() sasl.Mechanism {
 	}
 }
 
-// clientOpts returns the kgo options for s: client id, TLS, SASL.
-func (s Security) clientOpts() ([]kgo.Opt, error) {
+// handshakeError is a TLS handshake that failed or did not finish on a
+// connection that was made: the listener is not TLS, or refuses us.
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return "TLS handshake: " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// tlsDialer dials like kgo's TLS dialer but marks a failed handshake, so
+// that Open can say TLS rather than unreachable when the TCP connection
+// was made and the handshake was not (a plaintext listener never answers
+// a ClientHello).
+func tlsDialer(cfg *tls.Config, timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				c.ServerName = h
+			}
+		}
+		conn := tls.Client(raw, c)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, &handshakeError{err}
+		}
+		return conn, nil
+	}
+}
+
+// clientOpts returns the kgo options for s: client id, TLS (connections
+// dialed within dialTimeout), SASL.
+func (s Security) clientOpts(dialTimeout time.Duration) ([]kgo.Opt, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -210,7 +248,9 @@ func (s Security) clientOpts() ([]kgo.Opt, error) {
 		return nil, err
 	}
 	if tc != nil {
-		opts = append(opts, kgo.DialTLSConfig(tc))
+		opts = append(opts, kgo.Dialer(tlsDialer(tc, dialTimeout)))
+	} else {
+		opts = append(opts, kgo.DialTimeout(dialTimeout))
 	}
 	if m := s.mechanism(); m != nil {
 		opts = append(opts, kgo.SASL(m))
