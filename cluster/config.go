@@ -45,7 +45,7 @@ func (t *Topic) ConfigText(ctx context.Context) ([]byte, error) {
 	lines["num.partitions"] = strconv.Itoa(len(t.parts))
 	lines["replication.factor"] = strconv.Itoa(t.rf)
 	var b bytes.Buffer
-	for _, name := range sortedKeys(lines) {
+	for _, name := range slices.Sorted(maps.Keys(lines)) {
 		b.WriteString(name)
 		b.WriteByte('=')
 		b.WriteString(lines[name])
@@ -106,7 +106,7 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 	stored, rf, n := maps.Clone(t.stored), t.rf, len(t.parts)
 	t.mu.Unlock()
 	localChanged := false
-	for _, name := range sortedKeys(kv) {
+	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		v := kv[name]
 		switch {
 		case isLocal(name):
@@ -167,7 +167,7 @@ func (t *Topic) validateBroker(ctx context.Context, kv map[string]string) error 
 	}
 	if len(kv) > 1 {
 		var errs []error
-		for _, name := range sortedKeys(kv) {
+		for _, name := range slices.Sorted(maps.Keys(kv)) {
 			if e := t.alterBroker(ctx, map[string]string{name: kv[name]}, true); e != nil {
 				errs = append(errs, t.refused(name, kv[name], e))
 			}
@@ -176,7 +176,7 @@ func (t *Topic) validateBroker(ctx context.Context, kv map[string]string) error 
 			return errors.Join(errs...)
 		}
 	}
-	return t.refused(strings.Join(sortedKeys(kv), ", "), "", err)
+	return t.refused(strings.Join(slices.Sorted(maps.Keys(kv)), ", "), "", err)
 }
 
 // refused is the error of a broker config the broker refused. The value
@@ -202,7 +202,7 @@ func (t *Topic) alterBroker(ctx context.Context, kv map[string]string, validateO
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
 	rr.ResourceType = kmsg.ConfigResourceTypeTopic
 	rr.ResourceName = t.name
-	for _, name := range sortedKeys(kv) {
+	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		rc.Name = name
 		if v := strings.TrimSpace(kv[name]); v == "" {
@@ -215,11 +215,10 @@ func (t *Topic) alterBroker(ctx context.Context, kv map[string]string, validateO
 	}
 	req.Resources = append(req.Resources, rr)
 	resp, err := req.RequestWith(ctx, t.c.client)
-	if err == nil && len(resp.Resources) != 1 {
-		err = fmt.Errorf("the broker answered for %d resources, not 1", len(resp.Resources))
-	}
 	if err == nil {
-		err = codeErr(resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
+		err = single(resp.Resources, func(r *kmsg.IncrementalAlterConfigsResponseResource) (int16, *string) {
+			return r.ErrorCode, r.ErrorMessage
+		})
 	}
 	return err
 }

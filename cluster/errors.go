@@ -132,3 +132,13 @@ func codeErr(code int16, msg *string) error {
 	}
 	return err
 }
+
+// single returns the error of the one entry a response must hold (the
+// topic or config resource a request named), or says that it holds
+// another number of them.
+func single[T any](entries []T, code func(*T) (int16, *string)) error {
+	if len(entries) != 1 {
+		return fmt.Errorf("the broker answered with %d entries, not 1", len(entries))
+	}
+	return codeErr(code(&entries[0]))
+}

@@ -67,12 +67,17 @@ type Options struct {
 type Cluster struct {
 	opts      Options
 	log       *slog.Logger
-	client    *kgo.Client
+	client    *kgo.Client // requests: metadata, offsets, configs, topics
 	clusterID string
 	stateDir  string // StateDir/clusters/<cluster id>
 	defaults  localSettings
 	conn      *connWatch
 	maxBytes  sync.Map // topic name → int32 max.message.bytes, for the producer
+
+	prodMu   sync.Mutex
+	producer *producer              // appends
+	retiring map[*producer]struct{} // producers replaced, finishing what they hold
+	closing  bool                   // no more producers
 
 	mu       sync.Mutex
 	topics   map[string]*Topic
@@ -251,7 +256,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: o, log: o.Logger, defaults: defaults, conn: &connWatch{refused: make(chan struct{})},
-		topics: map[string]*Topic{}, watchers: map[partKey]*watcher{}}
+		topics: map[string]*Topic{}, watchers: map[partKey]*watcher{}, retiring: map[*producer]struct{}{}}
 	kopts, err := c.clientOpts()
 	if err != nil {
 		return nil, err
@@ -260,22 +265,25 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidConfig, err)
 	}
 	if err := c.check(ctx); err != nil {
-		c.closeClient()
+		c.closeClients()
 		return nil, err
 	}
 	c.stateDir = filepath.Join(o.StateDir, "clusters", safeName(c.clusterID))
 	if err := os.MkdirAll(filepath.Join(c.stateDir, "topics"), 0o700); err != nil {
-		c.closeClient()
+		c.closeClients()
 		return nil, fmt.Errorf("cluster: state directory: %w", err)
+	}
+	if c.producer, err = c.newProducer(); err != nil {
+		c.closeClients()
+		return nil, err
 	}
 	c.log.Info("cluster: connected", "bootstrap", strings.Join(o.Bootstrap, ","),
 		"cluster_id", c.clusterID, "security", o.Security)
 	return c, nil
 }
 
-// clientOpts are the kgo options of the one client: security, timeouts,
-// and the producer (acks=all, idempotent, records to the partition they
-// name, no compression, no linger: the file tree batches).
+// clientOpts are the kgo options every client of the cluster shares:
+// security, timeouts, logging (the producer adds its own, producer.go).
 func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 	o := c.opts
 	// A connection (TCP and TLS) gets half the request timeout, so that
@@ -296,15 +304,6 @@ func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 		// within a second. Metadata is asked for again as often.
 		kgo.RetryBackoffFn(retryBackoff),
 		kgo.MetadataMinAge(time.Second),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerBatchMaxBytesFn(c.batchMaxBytes),
-		kgo.ProduceRequestTimeout(o.RequestTimeout),
-		// No kgo.RecordDeliveryTimeout: the client measures it from the
-		// record's timestamp, which an append may set in the past. Each
-		// append's context carries the delivery budget instead.
 	), nil
 }
 
@@ -422,15 +421,30 @@ func (c *Cluster) Close() error {
 	for _, w := range watchers {
 		w.stop()
 	}
-	return c.closeClient()
+	return c.closeClients()
 }
 
-// closeClient closes the client within the request timeout.
-func (c *Cluster) closeClient() error {
+// closeClients closes the clients (the one for requests, the producer and
+// producers being retired) within the request timeout.
+func (c *Cluster) closeClients() error {
+	c.prodMu.Lock()
+	c.closing = true
+	clients := []*kgo.Client{c.client}
+	if c.producer != nil {
+		clients = append(clients, c.producer.cl)
+	}
+	for pr := range c.retiring {
+		clients = append(clients, pr.cl)
+	}
+	c.prodMu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.client.Close()
+		var wg sync.WaitGroup
+		for _, cl := range clients {
+			wg.Go(cl.Close)
+		}
+		wg.Wait()
 	}()
 	t := time.NewTimer(c.opts.RequestTimeout)
 	defer t.Stop()
@@ -457,13 +471,23 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 
 // safeName returns name if it is a plain file name, else a hex form of it.
 func safeName(name string) string {
-	ok := name != "" && name != "." && name != ".." && len(name) <= 200
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-	}
-	if ok {
+	if len(name) <= 200 && kafkaName(name) {
 		return name
 	}
 	return fmt.Sprintf("x-%x", name)
+}
+
+// kafkaName reports a name of Kafka's characters (a-z A-Z 0-9 . _ -), not
+// empty, "." or "..": a topic name, and a plain file name.
+func kafkaName(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

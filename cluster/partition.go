@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,20 +97,11 @@ func (p *Partition) AppendLines(ctx context.Context, lines []byte, _ int) (first
 		return 0, -1, fmt.Errorf("cluster: append to %s: lines must end with a newline", p.name())
 	}
 	own := append([]byte(nil), lines...) // kept by the client, as in AppendEach
-	n := 0
-	for _, c := range own {
-		if c == '\n' {
-			n++
-		}
-	}
-	recs := make([]kgo.Record, 0, n)
-	for start := 0; start < len(own); {
-		end := start
-		for own[end] != '\n' {
-			end++
-		}
-		recs = append(recs, kgo.Record{Topic: p.topic, Partition: p.id, Value: own[start:end:end]})
-		start = end + 1
+	recs := make([]kgo.Record, 0, bytes.Count(own, []byte{'\n'}))
+	for rest := own; len(rest) > 0; {
+		end := bytes.IndexByte(rest, '\n')
+		recs = append(recs, kgo.Record{Topic: p.topic, Partition: p.id, Value: rest[:end:end]})
+		rest = rest[end+1:]
 	}
 	return p.produce(ctx, recs)
 }
@@ -158,11 +150,12 @@ func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last
 			cancel() // all finished, or the deadline passed: fails what was not sent
 		}
 	}()
+	pr := p.c.currentProducer()
 	w := &produceWait{done: make(chan struct{}), fails: map[*kgo.Record]error{}, p: p}
 	w.left.Store(int64(len(recs)))
 	p.hold(len(recs))
 	for i := range recs {
-		p.c.client.Produce(pctx, &recs[i], w.finish)
+		pr.cl.Produce(pctx, &recs[i], w.finish)
 	}
 	select {
 	case <-w.done:
@@ -215,14 +208,21 @@ func (p *Partition) settle(n int) {
 // in-sync replicas is explained, if the partition's ISR is below
 // min.insync.replicas, by ErrNotEnoughReplicas and a warning naming both:
 // the client retries NOT_ENOUGH_REPLICAS until the delivery timeout, so
-// the timeout is what it reports.
+// the timeout is what it reports. A refused batch has the topic read
+// again (renewProducer).
 func (p *Partition) produceErr(ctx context.Context, err error) error {
 	op := "append to " + p.name()
+	// The rest of delivery.timeout.ms (deliveryBudget) bounds the look.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.opts.DeliveryTimeout/10)
+	defer cancel()
 	switch s := sentinelOf(err); {
+	case s == backend.ErrRecordTooLarge:
+		// max.message.bytes may have been lowered by another client: read
+		// it, which renews the producer if its batches are now too large.
+		if rerr := p.t.refresh(dctx); rerr != nil {
+			p.c.log.Debug("cluster: reading the topic after a refused batch", "topic", p.topic, "err", rerr)
+		}
 	case errors.Is(err, backend.ErrTimedOut), s == backend.ErrTimedOut, s == backend.ErrNotEnoughReplicas:
-		// The rest of delivery.timeout.ms (deliveryBudget) bounds the look.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.opts.DeliveryTimeout/10)
-		defer cancel()
 		st, serr := p.replication(dctx)
 		if errors.Is(serr, backend.ErrUnknownTopic) { // deleted while the client waited for it
 			return fmt.Errorf("cluster: %s: %w: %w", op, backend.ErrUnknownTopic, err)

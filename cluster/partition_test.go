@@ -165,11 +165,19 @@ func TestRecordTooLarge(t *testing.T) {
 	c, _ := openTest(t, kc, nil)
 	ctx := context.Background()
 	tp := mkTopic(t, c, "small", 2)
+	many := make([]record.Record, 100) // 100-byte records: batches of them are above 2000 bytes
+	for i := range many {
+		many[i] = record.Record{Timestamp: -1, Value: make([]byte, 100)}
+	}
+	_, _, err := part(t, tp, 0).AppendEach(ctx, [][]record.Record{many})
+	require.NoError(t, err)
 	require.NoError(t, tp.AlterConfig(ctx, map[string]string{"max.message.bytes": "2000"}))
 	assert.Equal(t, int64(2000), tp.Settings().MaxRecordBytes)
 	big := record.Record{Timestamp: -1, Value: make([]byte, 5000)}
-	_, _, err := part(t, tp, 0).AppendEach(ctx, [][]record.Record{{big}})
+	_, _, err = part(t, tp, 0).AppendEach(ctx, [][]record.Record{{big}})
 	assert.ErrorIs(t, err, backend.ErrRecordTooLarge, "the client's check")
+	_, _, err = part(t, tp, 0).AppendEach(ctx, [][]record.Record{many})
+	require.NoError(t, err, "small records still go, in batches within the new limit")
 
 	// Partition 1 is produced to while the limit is high, then another
 	// client lowers it: the broker refuses (MESSAGE_TOO_LARGE).
@@ -180,8 +188,11 @@ func TestRecordTooLarge(t *testing.T) {
 	alterByOtherClient(t, kc, "lowered", "max.message.bytes", "2000")
 	_, _, err = p.AppendEach(ctx, [][]record.Record{{big}})
 	assert.ErrorIs(t, err, backend.ErrRecordTooLarge, "the broker's MESSAGE_TOO_LARGE")
-	_, _, err = p.AppendEach(ctx, [][]record.Record{values("after", 3)})
-	require.NoError(t, err, "the partition takes records again")
+	_, _, err = p.AppendEach(ctx, [][]record.Record{many})
+	require.NoError(t, err, "the refusal had the limit read again: small records go")
+	offs, err := p.Offsets(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(101), offs.End)
 }
 
 // alterByOtherClient sets a topic config with a client of its own.

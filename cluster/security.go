@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -304,11 +305,7 @@ func ParseCommandConfig(r io.Reader) (Security, error) {
 	err := eachProperty(r, func(line int, key, value string) error {
 		set, ok := commandConfigKeys[key]
 		if !ok {
-			known := make([]string, 0, len(commandConfigKeys))
-			for k := range commandConfigKeys {
-				known = append(known, k)
-			}
-			slices.Sort(known)
+			known := slices.Sorted(maps.Keys(commandConfigKeys))
 			return fmt.Errorf("line %d: unknown key %q (known: %s)", line, key, strings.Join(known, ", "))
 		}
 		if prev, dup := seen[key]; dup {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -102,7 +103,7 @@ func (s localSettings) set(name, value string) (localSettings, error) {
 func (s localSettings) apply(kv map[string]string) (localSettings, error) {
 	out := s
 	var errs []error
-	for _, name := range sortedKeys(kv) {
+	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		next, err := out.set(name, kv[name])
 		if err != nil {
 			errs = append(errs, err)
@@ -146,15 +147,6 @@ func checkOneLine(v string) error {
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // settingsPath is where the local settings of topic persist. Topic names
 // are Kafka's ([a-zA-Z0-9._-], never . or ..), so they are file names.
 func (c *Cluster) settingsPath(topic string) string {
@@ -178,7 +170,7 @@ func (c *Cluster) loadSettings(topic string) map[string]string {
 			"file", c.settingsPath(topic), "err", err)
 		return map[string]string{}
 	}
-	for _, name := range sortedKeys(stored) {
+	for _, name := range slices.Sorted(maps.Keys(stored)) {
 		if _, err := defaultSettings().set(name, stored[name]); err != nil {
 			c.log.Warn("cluster: ignoring a stored setting", "topic", topic, "err", err)
 			delete(stored, name)

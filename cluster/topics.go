@@ -81,10 +81,11 @@ func (c *Cluster) Topic(ctx context.Context, name string) (backend.Topic, error)
 	return t, nil
 }
 
-// topic returns the one *Topic of name, refreshed.
+// topic returns the one *Topic of name, refreshed. A name no topic can
+// have is ErrUnknownTopic, as a name that none has.
 func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 	if err := checkTopicName(name); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", backend.ErrUnknownTopic, err)
 	}
 	c.mu.Lock()
 	t, ok := c.topics[name]
@@ -93,6 +94,13 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 	}
 	c.mu.Unlock()
 	if err := t.refresh(ctx); err != nil {
+		if ok && errors.Is(err, backend.ErrUnknownTopic) { // deleted by another client
+			c.mu.Lock()
+			if c.topics[name] == t {
+				delete(c.topics, name)
+			}
+			c.mu.Unlock()
+		}
 		return nil, err
 	}
 	if !ok {
@@ -110,12 +118,7 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 // checkTopicName applies Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not
 // "." or "..".
 func checkTopicName(name string) error {
-	ok := name != "" && name != "." && name != ".." && len(name) <= 249
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-	}
-	if !ok {
+	if len(name) > 249 || !kafkaName(name) {
 		return fmt.Errorf("cluster: %w: %q: 1 to 249 of a-z A-Z 0-9 . _ - (not . or ..)", backend.ErrInvalidTopic, name)
 	}
 	return nil
@@ -152,11 +155,8 @@ func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int) 
 	rt.ReplicationFactor = int16(c.opts.ReplicationFactor)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(rctx, c.client)
-	if err == nil && len(resp.Topics) != 1 {
-		err = fmt.Errorf("the broker answered for %d topics, not 1", len(resp.Topics))
-	}
 	if err == nil {
-		err = codeErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+		err = single(resp.Topics, func(t *kmsg.CreateTopicsResponseTopic) (int16, *string) { return t.ErrorCode, t.ErrorMessage })
 	}
 	if err != nil {
 		return nil, mapErr("create "+name, err)
@@ -188,7 +188,7 @@ func (c *Cluster) awaitTopic(ctx context.Context, name string) (*Topic, error) {
 // DeleteTopic deletes name and forgets its local settings.
 func (c *Cluster) DeleteTopic(ctx context.Context, name string) error {
 	if err := checkTopicName(name); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", backend.ErrUnknownTopic, err)
 	}
 	if err := c.usable(); err != nil {
 		return err
@@ -202,11 +202,8 @@ func (c *Cluster) DeleteTopic(ctx context.Context, name string) error {
 	req.Topics = append(req.Topics, rt)
 	req.TopicNames = []string{name} // versions before 6
 	resp, err := req.RequestWith(rctx, c.client)
-	if err == nil && len(resp.Topics) != 1 {
-		err = fmt.Errorf("the broker answered for %d topics, not 1", len(resp.Topics))
-	}
 	if err == nil {
-		err = codeErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+		err = single(resp.Topics, func(t *kmsg.DeleteTopicsResponseTopic) (int16, *string) { return t.ErrorCode, t.ErrorMessage })
 	}
 	if err != nil {
 		return mapErr("delete "+name, err)
@@ -220,19 +217,6 @@ func (c *Cluster) DeleteTopic(ctx context.Context, name string) error {
 
 // ReadOnly is false: a cluster mount changes what the credentials allow.
 func (c *Cluster) ReadOnly() bool { return false }
-
-// batchMaxBytes is the kgo producer's batch limit of topic: its
-// max.message.bytes when known (the client asks once per partition, when
-// it first produces to it).
-func (c *Cluster) batchMaxBytes(topic string) int32 {
-	if v, ok := c.maxBytes.Load(topic); ok {
-		return min(max(v.(int32), 512), 1<<30)
-	}
-	return defaultMaxMessageBytes
-}
-
-// defaultMaxMessageBytes is Kafka's max.message.bytes default.
-const defaultMaxMessageBytes = 1048588
 
 // Topic is one topic of a Cluster: its partition count, replication factor
 // and configuration as last read (Topic, ConfigText and AlterConfig read
@@ -327,7 +311,8 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	t.rf = replicationFactor(mt)
 	t.configs, t.stored = configs, stored
 	t.settings, t.minISR = t.derive(local)
-	t.c.maxBytes.Store(t.name, int32(min(t.settings.MaxRecordBytes, 1<<30)))
+	t.c.maxBytes.Store(t.name, int32(t.settings.MaxRecordBytes))
+	t.c.renewProducer(t.name, t.settings.MaxRecordBytes)
 	return mt, nil
 }
 
@@ -374,7 +359,7 @@ func (t *Topic) derive(local localSettings) (backend.Settings, int) {
 		switch bc.name {
 		case "max.message.bytes":
 			if n, err := parseRange(v, 0, 1<<31-1); err == nil {
-				s.MaxRecordBytes = n
+				s.MaxRecordBytes = min(n, maxProduceBatch)
 			}
 		case "cleanup.policy":
 			s.Compacted = slices.ContainsFunc(strings.Split(v, ","), func(p string) bool {
@@ -403,11 +388,10 @@ func (t *Topic) describeConfigs(ctx context.Context) ([]brokerConfig, error) {
 	rr.ResourceName = t.name
 	req.Resources = append(req.Resources, rr)
 	resp, err := req.RequestWith(ctx, t.c.client)
-	if err == nil && len(resp.Resources) != 1 {
-		err = fmt.Errorf("the broker described %d resources, not 1", len(resp.Resources))
-	}
 	if err == nil {
-		err = codeErr(resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage)
+		err = single(resp.Resources, func(r *kmsg.DescribeConfigsResponseResource) (int16, *string) {
+			return r.ErrorCode, r.ErrorMessage
+		})
 	}
 	if err != nil {
 		return nil, mapErr("describe configs of "+t.name, err)
@@ -459,11 +443,8 @@ func (t *Topic) createPartitions(ctx context.Context, total int, validateOnly bo
 	rt.Count = int32(total)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, t.c.client)
-	if err == nil && len(resp.Topics) != 1 {
-		err = fmt.Errorf("the broker answered for %d topics, not 1", len(resp.Topics))
-	}
 	if err == nil {
-		err = codeErr(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+		err = single(resp.Topics, func(t *kmsg.CreatePartitionsResponseTopic) (int16, *string) { return t.ErrorCode, t.ErrorMessage })
 	}
 	return mapErr(fmt.Sprintf("%s: num.partitions=%d", t.name, total), err)
 }

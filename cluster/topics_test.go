@@ -59,6 +59,9 @@ func TestTopicsCreateDelete(t *testing.T) {
 	assert.ErrorIs(t, c.DeleteTopic(ctx, "b-topic"), backend.ErrUnknownTopic)
 	_, err = c.Topic(ctx, "never")
 	assert.ErrorIs(t, err, backend.ErrUnknownTopic)
+	_, err = c.Topic(ctx, "no/such")
+	assert.ErrorIs(t, err, backend.ErrUnknownTopic, "a name no topic can have")
+	assert.ErrorIs(t, c.DeleteTopic(ctx, ".."), backend.ErrUnknownTopic)
 }
 
 func TestShowInternal(t *testing.T) {
