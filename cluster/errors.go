@@ -104,7 +104,10 @@ func sentinelOf(err error) error {
 
 // mapErr returns err, marked with the backend error it means, with op
 // (and what it worked on) in front. An error that already wraps a backend
-// error, or means none, is only prefixed.
+// error, or means none, is only prefixed. A context deadline is one of the
+// backend's own timeouts: ErrTimedOut, no longer wrapping
+// context.DeadlineExceeded (which the file tree takes for an interrupted
+// request).
 func mapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -113,6 +116,9 @@ func mapErr(op string, err error) error {
 		if errors.Is(err, s) {
 			return fmt.Errorf("cluster: %s: %w", op, err)
 		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cluster: %s: %w: %v", op, backend.ErrTimedOut, err)
 	}
 	if s := sentinelOf(err); s != nil {
 		return fmt.Errorf("cluster: %s: %w: %w", op, s, err)

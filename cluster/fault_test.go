@@ -159,6 +159,7 @@ func TestClusterRestart(t *testing.T) {
 			require.Error(t, err, op.name)
 			assert.True(t, errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrTimedOut),
 				"%s: %v", op.name, err)
+			assert.NotErrorIs(t, err, context.DeadlineExceeded, "%s: the backend's timeout, not the caller's", op.name)
 		}
 		assert.Less(t, time.Since(began), 30*time.Second, "%s: bounded by its timeout", op.name)
 	}

@@ -62,8 +62,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Cluster is a Kafka cluster as a backend.Backend. One kgo client serves
-// every request and every produce. Its methods are safe for concurrent use.
+// Cluster is a Kafka cluster as a backend.Backend. One kgo client sends
+// the requests (metadata, offsets, configs, topics), another produces
+// (producer.go). Its methods are safe for concurrent use.
 type Cluster struct {
 	opts      Options
 	log       *slog.Logger

@@ -141,7 +141,7 @@ func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last
 		return 0, -1, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, -1, mapErr(op, err)
+		return 0, -1, fmt.Errorf("cluster: %s: %w", op, err) // the caller's: as it is
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryBudget(p.c.opts.DeliveryTimeout))
 	abandoned := false
@@ -161,7 +161,7 @@ func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last
 	case <-w.done:
 	case <-ctx.Done():
 		abandoned = true // pctx's own deadline ends what is left
-		return 0, -1, mapErr(op, ctx.Err())
+		return 0, -1, fmt.Errorf("cluster: %s: %w", op, ctx.Err())
 	case <-pctx.Done():
 		select {
 		case <-w.done: // finished as the deadline passed
@@ -225,10 +225,10 @@ func (p *Partition) produceErr(ctx context.Context, err error) error {
 	case errors.Is(err, backend.ErrTimedOut), s == backend.ErrTimedOut, s == backend.ErrNotEnoughReplicas:
 		st, serr := p.replication(dctx)
 		if errors.Is(serr, backend.ErrUnknownTopic) { // deleted while the client waited for it
-			return fmt.Errorf("cluster: %s: %w: %w", op, backend.ErrUnknownTopic, err)
+			return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrUnknownTopic, err)
 		}
 		if serr == nil && p.warnISR(st, err) || s == backend.ErrNotEnoughReplicas {
-			return fmt.Errorf("cluster: %s: %w: %w", op, backend.ErrNotEnoughReplicas, err)
+			return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrNotEnoughReplicas, err)
 		}
 	}
 	return mapErr(op, err)
