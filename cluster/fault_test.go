@@ -24,9 +24,6 @@ import (
 // the three brokers is removed; an independent consumer then reads
 // exactly those records, each once.
 func TestLeaderMovesAndBrokerLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200,000 records; -short skips it")
-	}
 	kc := newKfake(t)
 	c, _ := openTest(t, kc, func(o *Options) { o.DeliveryTimeout = 2 * time.Minute })
 	ctx := context.Background()
