@@ -73,6 +73,8 @@ type alterPlan struct {
 // applied first, then the partitions, then the local settings: if the
 // cluster fails between those steps the error says which step.
 func (t *Topic) AlterConfig(ctx context.Context, kv map[string]string) error {
+	t.alterMu.Lock()
+	defer t.alterMu.Unlock()
 	if err := t.refresh(ctx); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,6 +92,19 @@ func TestAlterConfig(t *testing.T) {
 	bt, err := c2.Topic(ctx, "alter")
 	require.NoError(t, err)
 	assert.True(t, bt.Settings().PrintKey)
+
+	// Concurrent changes of different settings all persist.
+	changes := map[string]string{"parse.key": "true", "null.marker": "NULL", "linger.ms": "7"}
+	var wg sync.WaitGroup
+	for name, value := range changes {
+		wg.Go(func() { assert.NoError(t, tp.AlterConfig(ctx, map[string]string{name: value})) })
+	}
+	wg.Wait()
+	lines = configLines(t, tp)
+	for name, value := range changes {
+		assert.Equal(t, value, lines[name], name)
+	}
+	assert.Equal(t, "true", lines["print.key"], "and the earlier ones stay")
 
 	// Deleting and creating the topic again forgets them.
 	require.NoError(t, c.DeleteTopic(ctx, "alter"))

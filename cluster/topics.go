@@ -225,6 +225,8 @@ type Topic struct {
 	c    *Cluster
 	name string
 
+	alterMu sync.Mutex // one AlterConfig at a time: the stored settings are read, changed, written
+
 	mu       sync.Mutex
 	parts    []*Partition
 	rf       int
