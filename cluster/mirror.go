@@ -71,10 +71,10 @@ type Mirror struct {
 	mu     sync.Mutex
 	closed bool
 	locks  map[string]io.Closer
-	parts  map[partKey]*MirrorPartition
+	parts  map[mirrorKey]*MirrorPartition
 }
 
-type partKey struct {
+type mirrorKey struct {
 	cluster   string
 	topic     string
 	partition int32
@@ -99,7 +99,7 @@ func OpenMirror(fsys vfs.FS, dir string, opts MirrorOptions) (*Mirror, error) {
 		return nil, fmt.Errorf("cluster: mirror directory: %w", err)
 	}
 	return &Mirror{fs: fsys, dir: dir, opts: opts, logger: opts.Logger,
-		locks: map[string]io.Closer{}, parts: map[partKey]*MirrorPartition{}}, nil
+		locks: map[string]io.Closer{}, parts: map[mirrorKey]*MirrorPartition{}}, nil
 }
 
 // engineConfig is the configuration of every mirror partition: segments
@@ -132,7 +132,7 @@ func (m *Mirror) Partition(clusterID, topic string, partition int32) (*MirrorPar
 	if m.closed {
 		return nil, fmt.Errorf("cluster: mirror: %w", engine.ErrClosed)
 	}
-	key := partKey{clusterID, topic, partition}
+	key := mirrorKey{clusterID, topic, partition}
 	if mp := m.parts[key]; mp != nil {
 		return mp, nil
 	}
@@ -173,14 +173,14 @@ func validClusterID(id string) error {
 	return nil
 }
 
-func (m *Mirror) partDir(key partKey) string {
+func (m *Mirror) partDir(key mirrorKey) string {
 	return filepath.Join(m.dir, key.cluster, key.topic+"-"+strconv.Itoa(int(key.partition)))
 }
 
 // openPartition opens a copy: after a clean close, without a scan and
 // with the transactions that were open given back to the producer state;
 // otherwise from nothing (what a crash left is discarded).
-func (m *Mirror) openPartition(key partKey) (*MirrorPartition, error) {
+func (m *Mirror) openPartition(key mirrorKey) (*MirrorPartition, error) {
 	dir := m.partDir(key)
 	open, clean := m.readClean(dir)
 	if clean {

@@ -49,7 +49,7 @@ type MirrorStats struct {
 // run one at a time.
 type MirrorPartition struct {
 	m   *Mirror
-	key partKey
+	key mirrorKey
 	dir string
 	p   *engine.Partition
 
@@ -67,7 +67,7 @@ type MirrorPartition struct {
 	fetches, fetchedBytes, restarts, deleted atomic.Int64
 }
 
-func newMirrorPartition(m *Mirror, key partKey, dir string, p *engine.Partition) *MirrorPartition {
+func newMirrorPartition(m *Mirror, key mirrorKey, dir string, p *engine.Partition) *MirrorPartition {
 	return &MirrorPartition{m: m, key: key, dir: dir, p: p, sem: make(chan struct{}, 1),
 		floor: math.MaxInt64, holds: map[*engine.Segment]int{}}
 }

@@ -1,0 +1,426 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Partition is one partition of a topic in the cluster. Appends are
+// produces with acks=all from the cluster's idempotent producer; offsets
+// are ListOffsets answers of the partition's leader.
+type Partition struct {
+	c     *Cluster
+	t     *Topic
+	topic string
+	id    int32
+
+	mu      sync.Mutex
+	pending int           // records produced and not yet acknowledged or failed
+	idle    chan struct{} // closed when pending drops to 0; nil while it is 0
+}
+
+var _ backend.Partition = (*Partition)(nil)
+
+func (p *Partition) Topic() string { return p.topic }
+func (p *Partition) ID() int       { return int(p.id) }
+
+func (p *Partition) name() string { return fmt.Sprintf("%s/%d", p.topic, p.id) }
+
+// AppendEach produces every record of groups, in order, and returns once
+// each is acknowledged by all in-sync replicas (or has failed). The client
+// cuts batches itself (at most max.message.bytes), so a group is not
+// necessarily one batch. On failure the error is that of the first failed
+// record, and first..last are the records before it (first > last if
+// none); records after a failed one may still have been appended, as
+// with any Kafka producer once a batch fails. If delivery.timeout.ms
+// passes first, AppendEach returns ErrTimedOut while records in flight
+// finish in the background (their outcome unknown to the caller, as in
+// Kafka).
+func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (first, last int64, err error) {
+	n, size := 0, 0
+	for _, g := range groups {
+		for i := range g {
+			n++
+			size += len(g[i].Key) + len(g[i].Value)
+			for _, h := range g[i].Headers {
+				size += len(h.Value)
+			}
+		}
+	}
+	if n == 0 {
+		return 0, -1, nil
+	}
+	// The client keeps the records until they are acknowledged, which may
+	// be after a timed-out call returns: it gets a copy, not the caller's
+	// buffers.
+	arena := make([]byte, 0, size)
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		arena = append(arena, b...)
+		return arena[len(arena)-len(b) : len(arena) : len(arena)]
+	}
+	recs := make([]kgo.Record, 0, n)
+	for _, g := range groups {
+		for i := range g {
+			r := &g[i]
+			kr := kgo.Record{Topic: p.topic, Partition: p.id, Key: keep(r.Key), Value: keep(r.Value)}
+			if r.Timestamp >= 0 {
+				kr.Timestamp = time.UnixMilli(r.Timestamp)
+			}
+			for _, h := range r.Headers {
+				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: keep(h.Value)})
+			}
+			recs = append(recs, kr)
+		}
+	}
+	return p.produce(ctx, recs)
+}
+
+// AppendLines produces each '\n'-terminated line of lines as a value-only
+// record, as AppendEach does. The client cuts the batches, so batchBytes
+// is not used.
+func (p *Partition) AppendLines(ctx context.Context, lines []byte, _ int) (first, last int64, err error) {
+	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
+		return 0, -1, fmt.Errorf("cluster: append to %s: lines must end with a newline", p.name())
+	}
+	own := append([]byte(nil), lines...) // kept by the client, as in AppendEach
+	recs := make([]kgo.Record, 0, bytes.Count(own, []byte{'\n'}))
+	for rest := own; len(rest) > 0; {
+		end := bytes.IndexByte(rest, '\n')
+		recs = append(recs, kgo.Record{Topic: p.topic, Partition: p.id, Value: rest[:end:end]})
+		rest = rest[end+1:]
+	}
+	return p.produce(ctx, recs)
+}
+
+// produceWait collects the outcomes of one call's records.
+type produceWait struct {
+	left  atomic.Int64
+	done  chan struct{}
+	mu    sync.Mutex
+	fails map[*kgo.Record]error
+	p     *Partition
+}
+
+// finish is every record's promise.
+func (w *produceWait) finish(r *kgo.Record, err error) {
+	if err != nil {
+		w.mu.Lock()
+		w.fails[r] = err
+		w.mu.Unlock()
+	}
+	w.p.settle(1)
+	if w.left.Add(-1) == 0 {
+		close(w.done)
+	}
+}
+
+// produce sends recs and waits for their acknowledgement, at most the
+// delivery budget (deliveryBudget). The records do not carry the caller's
+// context: the client fails every record buffered behind a canceled one
+// in the partition (it keeps a partition's records gapless), so one
+// writer's cancellation would fail the others'. A caller that gives up
+// gets its context's error at once, and its records go on, to their
+// acknowledgement or the delivery deadline.
+func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last int64, err error) {
+	op := "append to " + p.name()
+	if err := p.c.usable(); err != nil {
+		return 0, -1, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, -1, fmt.Errorf("cluster: %s: %w", op, err) // the caller's: as it is
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryBudget(p.c.opts.DeliveryTimeout))
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			cancel() // all finished, or the deadline passed: fails what was not sent
+		}
+	}()
+	pr := p.c.currentProducer()
+	w := &produceWait{done: make(chan struct{}), fails: map[*kgo.Record]error{}, p: p}
+	w.left.Store(int64(len(recs)))
+	p.hold(len(recs))
+	for i := range recs {
+		pr.cl.Produce(pctx, &recs[i], w.finish)
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		abandoned = true // pctx's own deadline ends what is left
+		return 0, -1, fmt.Errorf("cluster: %s: %w", op, ctx.Err())
+	case <-pctx.Done():
+		select {
+		case <-w.done: // finished as the deadline passed
+		default:
+			return 0, -1, p.produceErr(ctx, fmt.Errorf("%w: records not acknowledged within delivery.timeout.ms (%s)",
+				backend.ErrTimedOut, p.c.opts.DeliveryTimeout))
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range recs {
+		if ferr, failed := w.fails[&recs[i]]; failed {
+			if i == 0 {
+				return 0, -1, p.produceErr(ctx, ferr)
+			}
+			return recs[0].Offset, recs[i-1].Offset, p.produceErr(ctx, ferr)
+		}
+	}
+	p.c.notify(partKey{p.topic, p.id})
+	return recs[0].Offset, recs[len(recs)-1].Offset, nil
+}
+
+// hold counts n records in flight; settle counts n of them done.
+func (p *Partition) hold(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.pending += n
+}
+
+func (p *Partition) settle(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending -= n
+	if p.pending == 0 {
+		close(p.idle)
+		p.idle = nil
+	}
+}
+
+// produceErr maps a produce failure. A timeout or a refusal for too few
+// in-sync replicas is explained, if the partition's ISR is below
+// min.insync.replicas, by ErrNotEnoughReplicas and a warning naming both:
+// the client retries NOT_ENOUGH_REPLICAS until the delivery timeout, so
+// the timeout is what it reports. A refused batch has the topic read
+// again (renewProducer).
+func (p *Partition) produceErr(ctx context.Context, err error) error {
+	op := "append to " + p.name()
+	// The rest of delivery.timeout.ms (deliveryBudget) bounds the look.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.opts.DeliveryTimeout/10)
+	defer cancel()
+	switch s := sentinelOf(err); {
+	case s == backend.ErrRecordTooLarge:
+		// max.message.bytes may have been lowered by another client: read
+		// it, which renews the producer if its batches are now too large.
+		if rerr := p.t.refresh(dctx); rerr != nil {
+			p.c.log.Debug("cluster: reading the topic after a refused batch", "topic", p.topic, "err", rerr)
+		}
+	case errors.Is(err, backend.ErrTimedOut), s == backend.ErrTimedOut, s == backend.ErrNotEnoughReplicas:
+		st, serr := p.replication(dctx)
+		if errors.Is(serr, backend.ErrUnknownTopic) { // deleted while the client waited for it
+			return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrUnknownTopic, err)
+		}
+		if serr == nil && p.warnISR(st, err) || s == backend.ErrNotEnoughReplicas {
+			return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrNotEnoughReplicas, err)
+		}
+	}
+	return mapErr(op, err)
+}
+
+// warnISR logs, and reports, a partition whose in-sync replicas are fewer
+// than min.insync.replicas, or a refusal that says so (err).
+func (p *Partition) warnISR(st replicationState, err error) bool {
+	below := len(st.ISR) < st.MinISR
+	if below || sentinelOf(err) == backend.ErrNotEnoughReplicas {
+		p.c.log.Warn("cluster: append refused: fewer in-sync replicas than min.insync.replicas (acks=all needs that many)",
+			"topic", p.topic, "partition", p.id, "min.insync.replicas", st.MinISR,
+			"isr", st.ISR, "replicas", st.Replicas, "leader", st.Leader, "err", err)
+	}
+	return below
+}
+
+// Sync returns once every record appended to the partition before it is
+// acknowledged or failed, or after delivery.timeout.ms (ErrTimedOut).
+// Only this partition's records are waited for, not the client's whole
+// buffer (kgo's Flush would wait for every partition).
+func (p *Partition) Sync(ctx context.Context) error {
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.c.opts.DeliveryTimeout)
+	defer cancel()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return mapErr("sync "+p.name(), ctx.Err())
+	}
+}
+
+// Special timestamps of ListOffsets.
+const (
+	latestTS   = -1 // the high watermark (or the last stable offset, read_committed)
+	earliestTS = -2 // the log start offset
+)
+
+// Offsets returns the log start offset and the high watermark.
+func (p *Partition) Offsets(ctx context.Context) (backend.Offsets, error) {
+	start, err := p.listOffset(ctx, earliestTS, false)
+	if err != nil {
+		return backend.Offsets{}, err
+	}
+	end, err := p.listOffset(ctx, latestTS, false)
+	if err != nil {
+		return backend.Offsets{}, err
+	}
+	return backend.Offsets{LogStart: start, End: end}, nil
+}
+
+// LastStable returns the last stable offset: where read_committed readers
+// stop (the first offset of the oldest open transaction, else the high
+// watermark).
+func (p *Partition) LastStable(ctx context.Context) (int64, error) {
+	return p.listOffset(ctx, latestTS, true)
+}
+
+// OffsetForTime returns the first offset whose timestamp is at least ts,
+// or the high watermark if there is none.
+func (p *Partition) OffsetForTime(ctx context.Context, ts int64) (int64, error) {
+	off, err := p.listOffset(ctx, max(ts, 0), false)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return p.listOffset(ctx, latestTS, false)
+	}
+	return off, nil
+}
+
+// listOffset asks the partition's leader for the offset of ts.
+func (p *Partition) listOffset(ctx context.Context, ts int64, readCommitted bool) (int64, error) {
+	offs, errs := p.c.listOffsets(ctx, p.topic, []int32{p.id}, ts, readCommitted)
+	if err := errs[p.id]; err != nil {
+		return 0, mapErr("list offsets of "+p.name(), err)
+	}
+	return offs[p.id], nil
+}
+
+// listOffsets asks the leaders of partitions ids of topic for the offsets
+// of ts (one request, which the client splits by leader), asking again for
+// the partitions whose answer a leader change explains, within the request
+// timeout. It returns the offset or the error of each partition.
+func (c *Cluster) listOffsets(ctx context.Context, topic string, ids []int32, ts int64, readCommitted bool) (map[int32]int64, map[int32]error) {
+	offs, errs := map[int32]int64{}, map[int32]error{}
+	if err := c.usable(); err != nil {
+		for _, id := range ids {
+			errs[id] = err
+		}
+		return offs, errs
+	}
+	rctx, cancel := c.reqCtx(ctx)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		c.listOffsetsOnce(rctx, topic, ids, ts, readCommitted, offs, errs)
+		var retry []int32
+		for id, err := range errs {
+			if leaderMoving(err) {
+				retry = append(retry, id)
+			}
+		}
+		if len(retry) == 0 {
+			return offs, errs
+		}
+		select {
+		case <-rctx.Done():
+			return offs, errs
+		case <-time.After(wait):
+		}
+		ids = retry
+	}
+}
+
+// leaderMoving reports the answers of a partition whose leadership is
+// changing hands, which a new request to the new leader resolves.
+func leaderMoving(err error) bool {
+	for _, e := range []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.FencedLeaderEpoch,
+		kerr.UnknownLeaderEpoch, kerr.ReplicaNotAvailable, kerr.BrokerNotAvailable, kerr.OffsetNotAvailable} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// listOffsetsOnce sends one ListOffsets for ids and records each answer.
+func (c *Cluster) listOffsetsOnce(ctx context.Context, topic string, ids []int32, ts int64, readCommitted bool,
+	offs map[int32]int64, errs map[int32]error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	if readCommitted {
+		req.IsolationLevel = 1
+	}
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, id := range ids {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = id
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.client)
+	for _, id := range ids {
+		errs[id] = err
+		if err == nil {
+			errs[id] = fmt.Errorf("the broker did not answer for %s/%d", topic, id)
+		}
+	}
+	if err != nil {
+		return
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if _, asked := errs[rp.Partition]; !asked || t.Topic != topic {
+				continue
+			}
+			offs[rp.Partition], errs[rp.Partition] = rp.Offset, codeErr(rp.ErrorCode, nil)
+			if errs[rp.Partition] == nil {
+				delete(errs, rp.Partition)
+			}
+		}
+	}
+}
+
+// Snapshot is the read-through mirror's (cluster/mirror.go): the segments
+// of a local copy of what the cluster holds from offset from on.
+// It ends at the high watermark asked for now (the last stable offset
+// with Options.ReadCommitted), fetching only what the copy lacks.
+func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
+	var end int64
+	var err error
+	if p.c.opts.ReadCommitted {
+		end, err = p.LastStable(ctx)
+	} else {
+		var offs backend.Offsets
+		offs, err = p.Offsets(ctx)
+		end = offs.End
+	}
+	if err != nil {
+		return nil, err
+	}
+	mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
+	}
+	return mp.Snapshot(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
+}
