@@ -77,24 +77,21 @@ func mountTime(ctx context.Context, r *runner) (rows []Row, err error) {
 	}
 
 	name := strconv.Itoa(r.sizes.Segments) + " segments"
-	cleanRow := Row{
-		Workload: "mount-time",
-		Name:     "mount time, " + name + ", clean shutdown",
-		Value:    Figure{V: ms(clean), Unit: "ms"},
-		BaseName: "ls -l",
-		Baseline: Figure{V: ms(ls), Unit: "ms"},
-		Note:     "exec of topicfs mount until its ready line; ls -l of the partition directory, dentry cache warm",
+	newRow := func(after string, v time.Duration) Row {
+		row := Row{
+			Workload: "mount-time",
+			Name:     "mount time, " + name + ", " + after,
+			Value:    Figure{V: ms(v), Unit: "ms"},
+			BaseName: "ls -l",
+			Baseline: Figure{V: ms(ls), Unit: "ms"},
+		}
+		row.ratio()
+		return row
 	}
-	cleanRow.ratio()
+	cleanRow := newRow("clean shutdown", clean)
+	cleanRow.Note = "exec of topicfs mount until its ready line; ls -l of the partition directory, dentry cache warm"
 	cleanRow.ratioAtMost(5)
-	crashRow := Row{
-		Workload: "mount-time",
-		Name:     "mount time, " + name + ", after kill -9",
-		Value:    Figure{V: ms(crash), Unit: "ms"},
-		BaseName: "ls -l",
-		Baseline: Figure{V: ms(ls), Unit: "ms"},
-	}
-	crashRow.ratio()
+	crashRow := newRow("after kill -9", crash)
 	return []Row{cleanRow, crashRow}, nil
 }
 
