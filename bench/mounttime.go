@@ -54,6 +54,8 @@ func (r *runner) buildSegments(data string, n int) (err error) {
 	return nil
 }
 
+// mountTime times mounting a partition of many segments after a clean
+// shutdown and after kill -9, next to ls -l of the partition directory.
 func mountTime(ctx context.Context, r *runner) (rows []Row, err error) {
 	data := r.path("segs-data")
 	start := time.Now()
@@ -61,82 +63,106 @@ func mountTime(ctx context.Context, r *runner) (rows []Row, err error) {
 		return nil, errorf("build", err)
 	}
 	r.logf("built %d segments in %v", r.sizes.Segments, time.Since(start).Round(time.Millisecond))
-	dir := data + "/" + segsTopic + "-0"
+	ls, err := timeLs(ctx, data+"/"+segsTopic+"-0")
+	if err != nil {
+		return nil, err
+	}
+	clean, last, err := r.cleanMountTime(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	crash, err := r.crashMountTime(ctx, last)
+	if err != nil {
+		return nil, err
+	}
 
+	name := strconv.Itoa(r.sizes.Segments) + " segments"
+	newRow := func(after string, v time.Duration) Row {
+		row := Row{
+			Workload: "mount-time",
+			Name:     "mount time, " + name + ", " + after,
+			Value:    Figure{V: ms(v), Unit: "ms"},
+			BaseName: "ls -l",
+			Baseline: Figure{V: ms(ls), Unit: "ms"},
+		}
+		row.ratio()
+		return row
+	}
+	cleanRow := newRow("clean shutdown", clean)
+	cleanRow.Note = "exec of topicfs mount until its ready line; ls -l of the partition directory, dentry cache warm"
+	cleanRow.ratioAtMost(5)
+	crashRow := newRow("after kill -9", crash)
+	return []Row{cleanRow, crashRow}, nil
+}
+
+// timeLs returns the fastest of three ls -l of dir, after a first run that
+// warms the dentry and inode caches.
+func timeLs(ctx context.Context, dir string) (time.Duration, error) {
 	var ls time.Duration
-	for i := range 4 { // the first run warms the dentry and inode caches
+	for i := range 4 {
 		d, err := timeCmd(ctx, nil, "ls", "-l", dir)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if i > 0 && (ls == 0 || d < ls) {
 			ls = d
 		}
 	}
+	return ls, nil
+}
 
+// cleanMountTime mounts data (cleanly shut down each time) and stops it
+// again, reps+1 times, checking the mount shows every segment; it returns
+// the fastest time to ready and the last mount (stopped).
+func (r *runner) cleanMountTime(ctx context.Context, data string) (time.Duration, *mountProc, error) {
 	var clean time.Duration
 	var last *mountProc
 	for range r.reps() + 1 {
 		m, err := r.startMount(ctx, data, nil)
 		if err != nil {
-			return nil, errorf("clean mount", err)
+			return 0, nil, errorf("clean mount", err)
 		}
 		st, err := m.stats(segsTopic)
 		if serr := m.stop(); err == nil {
 			err = serr
 		}
 		if err != nil {
-			return nil, errorf("clean mount", err)
+			return 0, nil, errorf("clean mount", err)
 		}
 		if st.SegmentCount != r.sizes.Segments {
-			return nil, fmt.Errorf("the mount shows %d segments, want %d", st.SegmentCount, r.sizes.Segments)
+			return 0, nil, fmt.Errorf("the mount shows %d segments, want %d", st.SegmentCount, r.sizes.Segments)
 		}
 		if clean == 0 || m.ready < clean {
 			clean = m.ready
 		}
 		last = m
 	}
+	return clean, last, nil
+}
 
-	// A crash: mount, kill -9, mount again (recovery instead of the clean
-	// shutdown marker).
+// crashMountTime times a mount after a crash: it mounts again as last did,
+// kills it with kill -9 and mounts once more (recovery instead of the clean
+// shutdown marker), checking the log's end survived; it returns the time
+// of that last mount to ready.
+func (r *runner) crashMountTime(ctx context.Context, last *mountProc) (time.Duration, error) {
 	m, err := r.remount(ctx, last)
 	if err != nil {
-		return nil, errorf("mount before kill", err)
+		return 0, errorf("mount before kill", err)
 	}
 	m.kill()
 	m2, err := r.remount(ctx, m)
 	if err != nil {
-		return nil, errorf("mount after kill -9", err)
+		return 0, errorf("mount after kill -9", err)
 	}
 	st, err := m2.stats(segsTopic)
 	if serr := m2.stop(); err == nil {
 		err = serr
 	}
 	if err != nil {
-		return nil, errorf("mount after kill -9", err)
+		return 0, errorf("mount after kill -9", err)
 	}
 	if st.LogEndOffset != int64(r.sizes.Segments) {
-		return nil, fmt.Errorf("after kill -9 the log ends at %d, want %d", st.LogEndOffset, r.sizes.Segments)
+		return 0, fmt.Errorf("after kill -9 the log ends at %d, want %d", st.LogEndOffset, r.sizes.Segments)
 	}
-
-	name := strconv.Itoa(r.sizes.Segments) + " segments"
-	cleanRow := Row{
-		Workload: "mount-time",
-		Name:     "mount time, " + name + ", clean shutdown",
-		Value:    Figure{V: ms(clean), Unit: "ms"},
-		BaseName: "ls -l",
-		Baseline: Figure{V: ms(ls), Unit: "ms"},
-		Note:     "exec of topicfs mount until its ready line; ls -l of the partition directory, dentry cache warm",
-	}
-	cleanRow.ratio()
-	cleanRow.ratioAtMost(5)
-	crashRow := Row{
-		Workload: "mount-time",
-		Name:     "mount time, " + name + ", after kill -9",
-		Value:    Figure{V: ms(m2.ready), Unit: "ms"},
-		BaseName: "ls -l",
-		Baseline: Figure{V: ms(ls), Unit: "ms"},
-	}
-	crashRow.ratio()
-	return []Row{cleanRow, crashRow}, nil
+	return m2.ready, nil
 }

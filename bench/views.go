@@ -44,17 +44,7 @@ func (r *runner) viewData(ctx context.Context, topics ...string) (*viewsData, er
 		r.views = &viewsData{dir: r.path("views"), valueSize: viewValueSize, built: map[string]topicInfo{}}
 	}
 	v := r.views
-	want := map[string]int64{topicSmall: r.sizes.Read}
-	for _, t := range topics {
-		switch t {
-		case topicLarge:
-			want[t] = r.sizes.OffsetLarge
-		case topicBig:
-			want[t] = r.sizes.RSSRead
-		case topicAppend:
-			want[t] = 0
-		}
-	}
+	want := r.viewSizes(topics)
 	var missing []string
 	for t := range want {
 		if _, ok := v.built[t]; !ok {
@@ -68,20 +58,59 @@ func (r *runner) viewData(ctx context.Context, topics ...string) (*viewsData, er
 	if err != nil {
 		return nil, err
 	}
-	p := newPool(2)
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
 	start := time.Now()
+	errs := v.fill(ctx, d, missing, want)
+	errs = append(errs, v.measureLogs(missing, want)...)
+	if err := d.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errorf("build views data", err)
+	}
+	r.logf("built %v in %s in %v", missing, v.dir, time.Since(start).Round(time.Millisecond))
+	return v, ctx.Err()
+}
+
+// viewSizes returns the partitions a caller of viewData needs, by topic:
+// the small one and those of topics, each with the bytes of .log it is to
+// hold (0: empty).
+func (r *runner) viewSizes(topics []string) map[string]int64 {
+	want := map[string]int64{topicSmall: r.sizes.Read}
+	for _, t := range topics {
+		switch t {
+		case topicLarge:
+			want[t] = r.sizes.OffsetLarge
+		case topicBig:
+			want[t] = r.sizes.RSSRead
+		case topicAppend:
+			want[t] = 0
+		}
+	}
+	return want
+}
+
+// fill creates the topics missing in d, one partition each, and fills each
+// to about want[name] bytes of .log, two at a time, until ctx is done; it
+// records each one built in v.built and returns what failed.
+func (v *viewsData) fill(ctx context.Context, d *engine.LogDir, missing []string, want map[string]int64) []error {
+	p := newPool(2)
+	var mu sync.Mutex // guards errs and v.built
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	var wg sync.WaitGroup
 	for i, name := range missing {
 		t, err := d.CreateTopic(name, 1)
 		if err != nil {
-			errs = append(errs, err)
+			fail(err)
 			continue
 		}
 		part, err := t.Partition(0)
 		if err != nil {
-			errs = append(errs, err)
+			fail(err)
 			continue
 		}
 		wg.Go(func() {
@@ -90,12 +119,12 @@ func (r *runner) viewData(ctx context.Context, topics ...string) (*viewsData, er
 			if want[name] > 0 {
 				n, err = fillPartition(part, p, want[name]*int64(viewValueSize)/int64(viewValueSize+recordOverhead), viewValueSize, int64(i)*7919)
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("fill %s: %w", name, err))
+				fail(fmt.Errorf("fill %s: %w", name, err))
 				return
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			v.built[name] = topicInfo{records: n}
 		})
 		if ctx.Err() != nil {
@@ -103,6 +132,13 @@ func (r *runner) viewData(ctx context.Context, topics ...string) (*viewsData, er
 		}
 	}
 	wg.Wait()
+	return errs
+}
+
+// measureLogs records in v.built the .log bytes of each partition of
+// missing that was built and holds records, and returns what failed.
+func (v *viewsData) measureLogs(missing []string, want map[string]int64) []error {
+	var errs []error
 	for _, name := range missing {
 		if info, ok := v.built[name]; ok {
 			if want[name] > 0 {
@@ -115,14 +151,7 @@ func (r *runner) viewData(ctx context.Context, topics ...string) (*viewsData, er
 			}
 		}
 	}
-	if err := d.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, errorf("build views data", err)
-	}
-	r.logf("built %v in %s in %v", missing, v.dir, time.Since(start).Round(time.Millisecond))
-	return v, ctx.Err()
+	return errs
 }
 
 // recordOverhead is about what a 99-byte value costs on top of its bytes in

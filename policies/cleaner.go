@@ -124,7 +124,8 @@ type cleanRound struct {
 	nowMs   int64
 	run     *CleaningRun
 	logger  *slog.Logger
-	readAll int64 // bytes read in both passes, for progress logs
+	start   time.Time // when the run began, for its duration
+	readAll int64     // bytes read in both passes, for progress logs
 	nextLog int64
 }
 
@@ -153,54 +154,100 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 
 	snap := p.Snapshot()
 	defer snap.Release()
-	// Never the active segment (the snapshot's last); only segments below the
-	// first uncleanable offset.
-	var segs []*engine.Segment
-	for _, s := range snap.Segments[:max(len(snap.Segments)-1, 0)] {
-		if s.BaseOffset() >= cl.FirstUncleanable {
-			break
-		}
-		segs = append(segs, s)
-	}
+	segs := cleanableSegments(snap.Segments, cl.FirstUncleanable)
 	if len(segs) == 0 {
 		return nil, nil
 	}
 
-	start := time.Now()
 	r := &cleanRound{
-		c: c, ctx: ctx, p: p, cfg: cfg, nowMs: now.UnixMilli(),
+		c: c, ctx: ctx, p: p, cfg: cfg, nowMs: now.UnixMilli(), start: time.Now(),
 		run:    &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1, OpenTxnOffset: -1},
 		logger: c.logger.With("topic", p.Topic(), "partition", p.ID()),
 	}
 	r.nextLog = c.progressBytes
-	finish := func(outcome string) {
-		r.run.Outcome = outcome
-		r.run.DurationMs = time.Since(start).Milliseconds()
+	aborted := abortedTxnsOf(segs)
+	m, err := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
+	if err != nil {
+		return r.stopped(err)
 	}
+	defer c.releaseMap()
+	endOffset, err := r.mapDirtyRange(m, segs, cl.FirstDirty, cl.FirstUncleanable, horizonOnly, aborted)
+	if err != nil {
+		return r.stopped(err)
+	}
+	if err := r.rewrite(m, segs, endOffset, aborted); err != nil {
+		return r.stopped(err)
+	}
+	p.SetFirstDirtyOffset(endOffset)
+	r.finish("done")
+	r.logger.Info("cleaned log",
+		"first_dirty", r.run.FirstDirtyOffset, "end_offset", endOffset,
+		"segments_in", r.run.SegmentsIn, "segments_out", r.run.SegmentsOut,
+		"bytes_in", r.run.BytesIn, "bytes_out", r.run.BytesOut,
+		"records_kept", r.run.RecordsKept, "records_dropped", r.run.RecordsDropped,
+		"map_full", r.run.MapFull, "duration_ms", r.run.DurationMs)
+	return r.run, nil
+}
 
+// cleanableSegments returns the segments of a snapshot the cleaner may
+// rewrite: never the active segment (the snapshot's last), and only those
+// below the first uncleanable offset.
+func cleanableSegments(snapSegs []*engine.Segment, firstUncleanable int64) []*engine.Segment {
+	var segs []*engine.Segment
+	for _, s := range snapSegs[:max(len(snapSegs)-1, 0)] {
+		if s.BaseOffset() >= firstUncleanable {
+			break
+		}
+		segs = append(segs, s)
+	}
+	return segs
+}
+
+// abortedTxnsOf collects the aborted transactions the transaction indexes
+// of segs list.
+func abortedTxnsOf(segs []*engine.Segment) []abortedTxn {
 	var aborted []abortedTxn
 	for _, s := range segs {
 		for _, a := range s.AbortedTxns() {
 			aborted = append(aborted, abortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset})
 		}
 	}
+	return aborted
+}
 
-	m, err := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
-	if err != nil {
-		finish("abandoned: " + err.Error())
-		return r.run, err
+// finish records the run's outcome and duration.
+func (r *cleanRound) finish(outcome string) {
+	r.run.Outcome = outcome
+	r.run.DurationMs = time.Since(r.start).Milliseconds()
+}
+
+// stopped ends a run that err stopped: skipped for a transaction open at
+// the first dirty offset (errOpenTxn), else abandoned.
+func (r *cleanRound) stopped(err error) (*CleaningRun, error) {
+	if errors.Is(err, errOpenTxn) {
+		r.finish(fmt.Sprintf("skipped: a transaction is open at offset %d, the first dirty offset", r.run.OpenTxnOffset))
+	} else {
+		r.finish("abandoned: " + err.Error())
 	}
-	defer c.releaseMap()
+	return r.run, err
+}
+
+// mapDirtyRange fills m over the dirty range [firstDirty, firstUncleanable)
+// (nothing when horizonOnly) and returns the end of what the run cleans:
+// the range's end, cut before a transaction still open there or after the
+// last offset a full map holds. It records OpenTxnOffset, MapFull,
+// EndOffset and MappedKeys in the run.
+func (r *cleanRound) mapDirtyRange(m *OffsetMap, segs []*engine.Segment, firstDirty, firstUncleanable int64, horizonOnly bool, aborted []abortedTxn) (int64, error) {
 	full := false
-	limit := cl.FirstUncleanable
+	limit := firstUncleanable
 	if horizonOnly {
-		m.UpdateLatestOffset(cl.FirstDirty - 1)
+		m.UpdateLatestOffset(firstDirty - 1)
 	} else {
 		for {
 			var open int64
-			if full, open, err = r.buildOffsetMap(m, segs, cl.FirstDirty, limit, aborted); err != nil {
-				finish("abandoned: " + err.Error())
-				return r.run, err
+			var err error
+			if full, open, err = r.buildOffsetMap(m, segs, firstDirty, limit, aborted); err != nil {
+				return 0, err
 			}
 			if open < 0 || open >= limit {
 				break
@@ -210,26 +257,28 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 			// supersede earlier ones outside the cleaned range).
 			limit = open
 			r.run.OpenTxnOffset = open
-			if limit <= cl.FirstDirty {
-				finish(fmt.Sprintf("skipped: a transaction is open at offset %d, the first dirty offset", open))
-				return r.run, errOpenTxn
+			if limit <= firstDirty {
+				return 0, errOpenTxn
 			}
-			m.ResetFor(limit - cl.FirstDirty)
+			m.ResetFor(limit - firstDirty)
 		}
 	}
 	endOffset := limit
 	if full {
 		endOffset = m.LatestOffset() + 1
 		r.run.MapFull = true
-		if endOffset <= cl.FirstDirty {
-			finish("abandoned: " + errMapTooSmall.Error())
-			return r.run, errMapTooSmall
+		if endOffset <= firstDirty {
+			return 0, errMapTooSmall
 		}
 	}
 	r.run.EndOffset = endOffset
 	r.run.MappedKeys = int64(m.Len())
+	return endOffset, nil
+}
 
-	// Rewrite every segment from the log start below endOffset.
+// rewrite cleans every segment of segs below endOffset (from the log
+// start) against m, in groups that each become one cleaned segment.
+func (r *cleanRound) rewrite(m *OffsetMap, segs []*engine.Segment, endOffset int64, aborted []abortedTxn) error {
 	var spans []segSpan
 	byBase := map[int64]*engine.Segment{}
 	for _, s := range segs {
@@ -239,24 +288,15 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		spans = append(spans, segSpan{Base: s.BaseOffset(), Next: s.NextOffset(), Size: s.Size()})
 		byBase[s.BaseOffset()] = s
 	}
-	groups := groupSegments(spans, cfg.SegmentBytes, cfg.SegmentIndexBytes, cfg.IndexIntervalBytes)
+	groups := groupSegments(spans, r.cfg.SegmentBytes, r.cfg.SegmentIndexBytes, r.cfg.IndexIntervalBytes)
 	tr := newTxnTracker(aborted)
 	for gi, g := range groups {
 		lastGroup := gi == len(groups)-1
 		if err := r.cleanGroup(m, g, byBase, tr, lastGroup); err != nil {
-			finish("abandoned: " + err.Error())
-			return r.run, err
+			return err
 		}
 	}
-	p.SetFirstDirtyOffset(endOffset)
-	finish("done")
-	r.logger.Info("cleaned log",
-		"first_dirty", r.run.FirstDirtyOffset, "end_offset", endOffset,
-		"segments_in", r.run.SegmentsIn, "segments_out", r.run.SegmentsOut,
-		"bytes_in", r.run.BytesIn, "bytes_out", r.run.BytesOut,
-		"records_kept", r.run.RecordsKept, "records_dropped", r.run.RecordsDropped,
-		"map_full", full, "duration_ms", r.run.DurationMs)
-	return r.run, nil
+	return nil
 }
 
 // progress logs every progressBytes of input read.
@@ -394,82 +434,38 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 	if r.c.hook != nil {
 		r.c.hook("group")
 	}
-	var w *engine.SegmentWriter
-	open := func() error {
-		var err error
-		if w, err = r.p.NewCleanedSegment(g[0].Base); err != nil {
-			if ignorable(err) {
-				return fmt.Errorf("%w: %w", errAbandoned, err)
-			}
-			return err
-		}
-		return nil
-	}
+	out := &groupOutput{r: r, base: g[0].Base, lazy: len(g) == 1}
 	done := false
 	defer func() {
-		if w != nil && !done {
-			_ = w.Abort()
+		if out.w != nil && !done {
+			_ = out.w.Abort()
 		}
 	}()
-	lazy := len(g) == 1
-	if !lazy {
-		if err := open(); err != nil {
+	if !out.lazy {
+		if err := out.open(); err != nil {
 			return err
 		}
 	}
-	var copied int64 // lazy: bytes of the segment kept as they are so far
 	old := make([]int64, 0, len(g))
 	for si, sp := range g {
-		s := byBase[sp.Base]
 		old = append(old, sp.Base)
 		lastSeg := lastGroup && si == len(g)-1
-		r.run.SegmentsIn++
-		r.run.BytesIn += s.Size()
-		end := s.Size()
-		err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
-			last := lastSeg && pos+int64(b.Size()) >= end
-			raw, same, err := r.filterBatch(m, b, tr, last)
-			if err != nil {
-				return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
-			}
-			r.run.BytesOut += int64(len(raw))
-			if lazy {
-				if same {
-					copied = pos + int64(len(raw))
-					return true, nil
-				}
-				// The first change: write what was kept as is, then go on.
-				lazy = false
-				if err := open(); err != nil {
-					return false, err
-				}
-				if err := r.copyPrefix(w, s, copied); err != nil {
-					return false, err
-				}
-			}
-			if raw == nil {
-				return true, nil
-			}
-			return true, w.AppendBatch(raw)
-		})
-		clear(r.c.recs[:cap(r.c.recs)])
-		clear(r.c.kept[:cap(r.c.kept)])
-		if err != nil {
+		if err := r.cleanSegment(m, byBase[sp.Base], out, tr, lastSeg); err != nil {
 			return err
 		}
 	}
-	if lazy {
+	if out.lazy {
 		r.run.SegmentsUnchanged++
 		r.run.SegmentsOut++
 		return nil
 	}
-	if err := w.Finish(); err != nil {
+	if err := out.w.Finish(); err != nil {
 		return err
 	}
 	if r.c.hook != nil {
 		r.c.hook("replace")
 	}
-	if err := r.p.ReplaceSegments(old, []*engine.SegmentWriter{w}); err != nil {
+	if err := r.p.ReplaceSegments(old, []*engine.SegmentWriter{out.w}); err != nil {
 		if errors.Is(err, engine.ErrConflict) || ignorable(err) {
 			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
@@ -478,6 +474,73 @@ func (r *cleanRound) cleanGroup(m *OffsetMap, g []segSpan, byBase map[int64]*eng
 	done = true
 	r.run.SegmentsOut++
 	return nil
+}
+
+// groupOutput is the cleaned segment cleanGroup writes. A lazy one (a
+// group of one segment) is opened only at the first batch that changes.
+type groupOutput struct {
+	r      *cleanRound
+	base   int64                 // the group's first base offset
+	w      *engine.SegmentWriter // nil until opened
+	lazy   bool                  // nothing written yet: every batch so far kept as it is
+	copied int64                 // lazy: bytes of the segment kept as they are so far
+}
+
+// open creates the cleaned segment; a cleaning that cannot (the partition
+// deleted or closed) is abandoned.
+func (o *groupOutput) open() error {
+	var err error
+	if o.w, err = o.r.p.NewCleanedSegment(o.base); err != nil {
+		if ignorable(err) {
+			return fmt.Errorf("%w: %w", errAbandoned, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// write takes the filtered bytes raw of the batch at pos of s (same: the
+// batch kept as it is; nil: dropped). While lazy it only counts what is
+// kept; at the first change it opens the output and copies what was kept
+// so far before going on.
+func (o *groupOutput) write(s *engine.Segment, pos int64, raw []byte, same bool) error {
+	if o.lazy {
+		if same {
+			o.copied = pos + int64(len(raw))
+			return nil
+		}
+		o.lazy = false
+		if err := o.open(); err != nil {
+			return err
+		}
+		if err := o.r.copyPrefix(o.w, s, o.copied); err != nil {
+			return err
+		}
+	}
+	if raw == nil {
+		return nil
+	}
+	return o.w.AppendBatch(raw)
+}
+
+// cleanSegment filters every batch of s into out; lastSeg marks the last
+// segment of the cleaning round.
+func (r *cleanRound) cleanSegment(m *OffsetMap, s *engine.Segment, out *groupOutput, tr *txnTracker, lastSeg bool) error {
+	r.run.SegmentsIn++
+	r.run.BytesIn += s.Size()
+	end := s.Size()
+	err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
+		last := lastSeg && pos+int64(b.Size()) >= end
+		raw, same, err := r.filterBatch(m, b, tr, last)
+		if err != nil {
+			return false, fmt.Errorf("segment %d offset %d: %w", s.BaseOffset(), b.BaseOffset, err)
+		}
+		r.run.BytesOut += int64(len(raw))
+		return true, out.write(s, pos, raw, same)
+	})
+	clear(r.c.recs[:cap(r.c.recs)])
+	clear(r.c.kept[:cap(r.c.kept)])
+	return err
 }
 
 // copyPrefix appends the batches of s in [0, end) to w unchanged, reading
@@ -532,36 +595,12 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	if !b.HasDeleteHorizon() {
 		horizon = -1
 	}
-	kept := r.c.kept[:0]
-	tombstones, nTomb := false, int64(0)
-	if !discardRecords && !b.IsControl() {
-		r.c.touchKeys(m, recs)
-	}
-	for i := range recs {
-		rec := &recs[i]
-		var keep bool
-		switch {
-		case discardRecords:
-			keep = false
-		case b.IsControl():
-			keep = true
-		default:
-			keep = keepHashed(m, rec.Offset, rec.Key, r.c.hashes[i], rec.Value, horizon, r.nowMs)
-		}
-		if keep {
-			kept = append(kept, *rec)
-			if rec.Value == nil && !b.IsControl() {
-				tombstones = true
-				nTomb++
-			}
-		}
-	}
-	r.c.kept = kept
+	kept, nTomb := r.keepRecords(m, b, recs, horizon, discardRecords)
 	dropped := int64(len(recs) - len(kept))
 	r.run.RecordsKept += int64(len(kept))
 	r.run.RecordsDropped += dropped
 
-	needsHorizon := b.Magic >= 2 && (tombstones || markerForEmptyTxn) && !b.HasDeleteHorizon()
+	needsHorizon := b.Magic >= 2 && (nTomb > 0 || markerForEmptyTxn) && !b.HasDeleteHorizon()
 	if needsHorizon {
 		horizon = r.nowMs + r.cfg.DeleteRetentionMs
 	}
@@ -592,6 +631,49 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 		r.run.BatchesDropped++
 		return nil, false, nil
 	}
+	out, err := record.Encode(r.c.out[:0], rebuiltSpec(b, kept, horizon), kept)
+	if err != nil {
+		return nil, false, err
+	}
+	r.c.out = out
+	r.run.BatchesRebuilt++
+	return out, false, nil
+}
+
+// keepRecords applies record retention to recs, the records of b, and
+// returns those to keep (in the cleaner's kept slice) and how many of them
+// are tombstones. Control records are all kept (their batch is dropped or
+// kept whole); with discardRecords none is.
+func (r *cleanRound) keepRecords(m *OffsetMap, b *record.Batch, recs []record.Record, horizon int64, discardRecords bool) ([]record.Record, int64) {
+	kept := r.c.kept[:0]
+	nTomb := int64(0)
+	if discardRecords {
+		r.c.kept = kept
+		return kept, 0
+	}
+	control := b.IsControl()
+	if !control {
+		r.c.touchKeys(m, recs)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		if !control && !keepHashed(m, rec.Offset, rec.Key, r.c.hashes[i], rec.Value, horizon, r.nowMs) {
+			continue
+		}
+		kept = append(kept, *rec)
+		if rec.Value == nil && !control {
+			nTomb++
+		}
+	}
+	r.c.kept = kept
+	return kept, nTomb
+}
+
+// rebuiltSpec is the header of the batch that replaces b with the records
+// kept, its delete horizon horizon (-1 none). A legacy entry is rewritten as
+// a v2 batch starting at its first kept record (Kafka keeps v0/v1 there;
+// topicfs writes only v2).
+func rebuiltSpec(b *record.Batch, kept []record.Record, horizon int64) record.BatchSpec {
 	spec := record.BatchSpec{
 		BaseOffset:           b.BaseOffset,
 		Codec:                b.Codec(),
@@ -606,19 +688,11 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 		LastOffsetDelta:      int32(b.LastOffset() - b.BaseOffset),
 	}
 	if b.Magic < 2 {
-		// A legacy entry is rewritten as a v2 batch starting at its first
-		// kept record (Kafka keeps v0/v1 there; topicfs writes only v2).
 		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.PartitionLeaderEpoch = -1, -1, -1, -1
 		if len(kept) > 0 {
 			spec.BaseOffset = kept[0].Offset
 		}
 		spec.LastOffsetDelta = int32(b.LastOffset() - spec.BaseOffset)
 	}
-	out, err := record.Encode(r.c.out[:0], spec, kept)
-	if err != nil {
-		return nil, false, err
-	}
-	r.c.out = out
-	r.run.BatchesRebuilt++
-	return out, false, nil
+	return spec
 }

@@ -61,48 +61,24 @@ func CleanableRange(segs []engine.SegmentInfo, cfg engine.Config, logStart, logE
 		c.FirstUncleanable = logEnd
 		return c
 	}
-	active := len(segs) - 1
-	for i, s := range segs {
-		if s.Active {
-			active = i
-			break
-		}
-	}
+	active := activeSegment(segs)
 	c.ActiveBase = segs[active].BaseOffset
 	nonActive := segs[:active]
 	nowMs := now.UnixMilli()
 
 	// Dirty non-active segments: from the one holding firstDirty on.
-	from := segmentIndexFor(nonActive, firstDirty)
-
-	firstUncleanable := c.ActiveBase
-	if lag := max(cfg.MinCompactionLagMs, 0); lag > 0 {
-		for _, s := range nonActive[from:] {
-			if s.MaxTimestamp > nowMs-lag {
-				if s.BaseOffset < firstUncleanable {
-					firstUncleanable = s.BaseOffset
-					c.LagHeld = s.BaseOffset
-				}
-				break
-			}
-		}
-	}
-	// Round down to a segment boundary (already one, unless a future LSO
-	// bound lands mid-segment).
-	if firstUncleanable < c.ActiveBase && len(nonActive) > 0 {
-		firstUncleanable = nonActive[segmentIndexFor(nonActive, firstUncleanable)].BaseOffset
-	}
-	c.FirstUncleanable = firstUncleanable
+	dirty := nonActive[segmentIndexFor(nonActive, firstDirty):]
+	c.FirstUncleanable, c.LagHeld = firstUncleanable(nonActive, dirty, c.ActiveBase, cfg.MinCompactionLagMs, nowMs)
 
 	for _, s := range segs {
 		if s.BaseOffset < firstDirty {
 			c.CleanBytes += s.Size
 		}
 	}
-	lo := min(firstDirty, firstUncleanable)
+	lo := min(firstDirty, c.FirstUncleanable)
 	start := segmentIndexFor(segs, lo)
 	for _, s := range segs[start:] {
-		if s.BaseOffset >= firstUncleanable {
+		if s.BaseOffset >= c.FirstUncleanable {
 			break
 		}
 		c.CleanableBytes += s.Size
@@ -113,24 +89,65 @@ func CleanableRange(segs []engine.SegmentInfo, cfg engine.Config, logStart, logE
 	if segs[active].NextOffset > firstDirty && segs[active].Size > 0 {
 		c.ActiveDirtyBytes = segs[active].Size
 	}
+	c.MaxCompactionDelayMs = maxCompactionDelay(dirty, cfg.MaxCompactionLagMs, nowMs)
+	return c
+}
 
-	// max.compaction.lag.ms: the oldest first-batch time of a dirty
-	// non-active segment.
+// activeSegment returns the index of the active segment: the one marked
+// Active, else the last.
+func activeSegment(segs []engine.SegmentInfo) int {
+	for i, s := range segs {
+		if s.Active {
+			return i
+		}
+	}
+	return len(segs) - 1
+}
+
+// firstUncleanable returns the first offset the cleaner must not clean: the
+// active segment's base, or the base of the first dirty non-active segment
+// holding a record younger than min.compaction.lag.ms (minLagMs), which it
+// also returns as lagHeld (-1 none).
+func firstUncleanable(nonActive, dirty []engine.SegmentInfo, activeBase, minLagMs, nowMs int64) (first, lagHeld int64) {
+	first, lagHeld = activeBase, -1
+	if lag := max(minLagMs, 0); lag > 0 {
+		for _, s := range dirty {
+			if s.MaxTimestamp > nowMs-lag {
+				if s.BaseOffset < first {
+					first = s.BaseOffset
+					lagHeld = s.BaseOffset
+				}
+				break
+			}
+		}
+	}
+	// Round down to a segment boundary (already one, unless a future LSO
+	// bound lands mid-segment).
+	if first < activeBase && len(nonActive) > 0 {
+		first = nonActive[segmentIndexFor(nonActive, first)].BaseOffset
+	}
+	return first, lagHeld
+}
+
+// maxCompactionDelay returns how long past max.compaction.lag.ms
+// (maxLagMs) the oldest first-batch time of the dirty non-active segments
+// lies, or 0.
+func maxCompactionDelay(dirty []engine.SegmentInfo, maxLagMs, nowMs int64) int64 {
 	earliest := int64(math.MaxInt64)
-	for _, s := range nonActive[from:] {
+	for _, s := range dirty {
 		if s.FirstBatchTime > 0 && s.FirstBatchTime < earliest {
 			earliest = s.FirstBatchTime
 		}
 	}
-	maxLag := max(cfg.MaxCompactionLagMs, 0)
+	maxLag := max(maxLagMs, 0)
 	cleanUntil := nowMs - maxLag
 	if maxLag > nowMs { // avoid overflow: nothing can be that old
 		cleanUntil = math.MinInt64
 	}
 	if earliest != math.MaxInt64 && earliest < cleanUntil {
-		c.MaxCompactionDelayMs = cleanUntil - earliest
+		return cleanUntil - earliest
 	}
-	return c
+	return 0
 }
 
 // segmentIndexFor returns the index of the segment holding off: the last

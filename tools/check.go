@@ -319,6 +319,38 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 		c.problem(dir, -1, "cannot list: %v", err)
 		return rep
 	}
+	segs, snapshots := c.collectFiles(dir, entries)
+	bases := c.logBases(segs)
+	prevLast := int64(-1) // last offset seen in earlier segments
+	for _, b := range bases {
+		prevLast = c.checkSegment(segs[b], prevLast)
+	}
+	if len(bases) > 0 {
+		rep.NextOffset = bases[len(bases)-1]
+		if prevLast+1 > rep.NextOffset {
+			rep.NextOffset = prevLast + 1
+		}
+	}
+	if data, err := vfs.ReadFile(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
+		c.checkLeaderEpochs(filepath.Join(dir, leaderEpochFile), data)
+	}
+	for _, p := range snapshots {
+		data, err := vfs.ReadFile(fsys, p)
+		if err != nil {
+			c.problem(p, -1, "cannot read: %v", err)
+			continue
+		}
+		if _, err := ParseProducerSnapshot(data); err != nil {
+			c.problem(p, -1, "%v", err)
+		}
+	}
+	return rep
+}
+
+// collectFiles sorts the files of a partition directory into segments (by
+// base offset) and producer snapshots, and reports the leftovers of
+// interrupted work it finds among them.
+func (c *partitionChecker) collectFiles(dir string, entries []os.DirEntry) (map[int64]*segmentFiles, []string) {
 	segs := map[int64]*segmentFiles{}
 	get := func(base int64) *segmentFiles {
 		s := segs[base]
@@ -355,20 +387,32 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 		case "snapshot":
 			snapshots = append(snapshots, path)
 		default:
-			switch {
-			case strings.HasSuffix(suffix, ".swap"):
-				c.problem(path, -1, "leftover of an interrupted compaction swap (recovery completes or rolls it back; run check --repair)")
-			case strings.HasSuffix(suffix, ".cleaned"):
-				c.warn(path, -1, "leftover cleaner output (removed on the next open)")
-			case strings.HasSuffix(suffix, ".deleted"):
-				c.warn(path, -1, "segment file pending deletion")
-			case strings.HasPrefix(suffix, "log"+engine.DamagedInfix):
-				c.warn(path, -1, "damaged bytes crash recovery or check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
-			case suffix == "log"+engine.RepairingSuffix:
-				c.warn(path, -1, "leftover of an interrupted salvage (the .log beside it is unchanged; the next open deletes it)")
-			}
+			c.leftover(path, suffix)
 		}
 	}
+	return segs, snapshots
+}
+
+// leftover reports a segment file whose suffix says it is the leftover of
+// interrupted work (a swap, a cleaning, a deletion, a repair).
+func (c *partitionChecker) leftover(path, suffix string) {
+	switch {
+	case strings.HasSuffix(suffix, ".swap"):
+		c.problem(path, -1, "leftover of an interrupted compaction swap (recovery completes or rolls it back; run check --repair)")
+	case strings.HasSuffix(suffix, ".cleaned"):
+		c.warn(path, -1, "leftover cleaner output (removed on the next open)")
+	case strings.HasSuffix(suffix, ".deleted"):
+		c.warn(path, -1, "segment file pending deletion")
+	case strings.HasPrefix(suffix, "log"+engine.DamagedInfix):
+		c.warn(path, -1, "damaged bytes crash recovery or check --repair moved aside (neither topicfs nor Kafka reads it; delete it when no longer needed)")
+	case suffix == "log"+engine.RepairingSuffix:
+		c.warn(path, -1, "leftover of an interrupted salvage (the .log beside it is unchanged; the next open deletes it)")
+	}
+}
+
+// logBases returns the base offsets of the segments that have a .log, in
+// order, and warns of the indexes without one.
+func (c *partitionChecker) logBases(segs map[int64]*segmentFiles) []int64 {
 	bases := make([]int64, 0, len(segs))
 	for b, s := range segs {
 		if s.hasLog {
@@ -382,31 +426,7 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 		}
 	}
 	slices.Sort(bases)
-
-	prevLast := int64(-1) // last offset seen in earlier segments
-	for _, b := range bases {
-		prevLast = c.checkSegment(segs[b], prevLast)
-	}
-	if len(bases) > 0 {
-		rep.NextOffset = bases[len(bases)-1]
-		if prevLast+1 > rep.NextOffset {
-			rep.NextOffset = prevLast + 1
-		}
-	}
-	if data, err := vfs.ReadFile(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
-		c.checkLeaderEpochs(filepath.Join(dir, leaderEpochFile), data)
-	}
-	for _, p := range snapshots {
-		data, err := vfs.ReadFile(fsys, p)
-		if err != nil {
-			c.problem(p, -1, "cannot read: %v", err)
-			continue
-		}
-		if _, err := ParseProducerSnapshot(data); err != nil {
-			c.problem(p, -1, "%v", err)
-		}
-	}
-	return rep
+	return bases
 }
 
 // leaderEpochFile is Kafka's per-partition leader epoch cache.
@@ -490,6 +510,25 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 		c.problem(s.log, -1, "segment base offset %d is not above the previous segment's last offset %d", s.base, prevLast)
 	}
 
+	batches, validEnd, prevLast := c.checkBatches(s, f, size, prevLast)
+	if s.hasIndex {
+		c.checkOffsetIndex(s, batches, validEnd)
+	}
+	if s.hasTime {
+		c.checkTimeIndex(s, batches)
+	}
+	if s.hasTxn {
+		c.checkTxnIndex(s, batches)
+	}
+	return prevLast
+}
+
+// checkBatches reads the batches of s's log f (size bytes) in order until
+// its end or the first bad one, which it reports, and counts the good ones
+// in the report. It returns them, the end of the last good one, and the
+// last offset seen so far (prevLast if none).
+func (c *partitionChecker) checkBatches(s *segmentFiles, f io.ReaderAt, size, prevLast int64) ([]batchInfo, int64, int64) {
+	rep := c.rep
 	var (
 		batches []batchInfo
 		pos     int64
@@ -519,44 +558,8 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 			c.problem(s.log, pos, "records do not decode (the check of this segment stops here): %v", err)
 			break
 		}
-		info := batchInfo{pos: pos, base: b.BaseOffset, last: b.LastOffset(), maxTs: b.MaxTimestamp, recMaxTs: -1, control: b.IsControl()}
-		if b.Magic < 2 && len(recs) > 0 {
-			info.base = recs[0].Offset
-		}
-		if info.control {
-			if t, err := b.ControlType(); err == nil && t == record.ControlAbort {
-				info.abort = true
-			}
-		}
-		bad := false
-		if info.base <= prevLast {
-			c.problem(s.log, pos, "batch offsets %d..%d do not follow the previous last offset %d", info.base, info.last, prevLast)
-			bad = true
-		}
-		if info.base < s.base {
-			c.problem(s.log, pos, "batch base offset %d is below the segment's base offset %d", info.base, s.base)
-			bad = true
-		}
-		if info.last < info.base {
-			c.problem(s.log, pos, "batch last offset %d is below its base offset %d", info.last, info.base)
-			bad = true
-		}
-		if info.last-s.base > math.MaxInt32 {
-			c.problem(s.log, pos, "offset %d does not fit a relative offset of segment %d", info.last, s.base)
-			bad = true
-		}
-		prevRec := info.base - 1
-		for i := range recs {
-			r := &recs[i]
-			if r.Offset <= prevRec || r.Offset > info.last {
-				c.problem(s.log, pos, "record offset %d out of order or outside the batch's %d..%d", r.Offset, info.base, info.last)
-				bad = true
-				break
-			}
-			prevRec = r.Offset
-			info.recMaxTs = max(info.recMaxTs, r.Timestamp)
-		}
-		if bad {
+		info, ok := c.checkBatch(s, pos, &b, recs, prevLast)
+		if !ok {
 			break
 		}
 		if rep.FirstOffset < 0 && len(recs) > 0 {
@@ -569,18 +572,52 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 		prevLast = info.last
 		pos += int64(b.Size())
 	}
-	validEnd := pos
+	return batches, pos, prevLast
+}
 
-	if s.hasIndex {
-		c.checkOffsetIndex(s, batches, validEnd)
+// checkBatch checks the offsets of the batch b at pos of s, its records
+// recs, against the segment's base and the last offset before it, and
+// returns what the index checks need of it; ok is false (and the problems
+// reported) when an offset is out of place.
+func (c *partitionChecker) checkBatch(s *segmentFiles, pos int64, b *record.Batch, recs []record.Record, prevLast int64) (info batchInfo, ok bool) {
+	info = batchInfo{pos: pos, base: b.BaseOffset, last: b.LastOffset(), maxTs: b.MaxTimestamp, recMaxTs: -1, control: b.IsControl()}
+	if b.Magic < 2 && len(recs) > 0 {
+		info.base = recs[0].Offset
 	}
-	if s.hasTime {
-		c.checkTimeIndex(s, batches)
+	if info.control {
+		if t, err := b.ControlType(); err == nil && t == record.ControlAbort {
+			info.abort = true
+		}
 	}
-	if s.hasTxn {
-		c.checkTxnIndex(s, batches)
+	ok = true
+	if info.base <= prevLast {
+		c.problem(s.log, pos, "batch offsets %d..%d do not follow the previous last offset %d", info.base, info.last, prevLast)
+		ok = false
 	}
-	return prevLast
+	if info.base < s.base {
+		c.problem(s.log, pos, "batch base offset %d is below the segment's base offset %d", info.base, s.base)
+		ok = false
+	}
+	if info.last < info.base {
+		c.problem(s.log, pos, "batch last offset %d is below its base offset %d", info.last, info.base)
+		ok = false
+	}
+	if info.last-s.base > math.MaxInt32 {
+		c.problem(s.log, pos, "offset %d does not fit a relative offset of segment %d", info.last, s.base)
+		ok = false
+	}
+	prevRec := info.base - 1
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset <= prevRec || r.Offset > info.last {
+			c.problem(s.log, pos, "record offset %d out of order or outside the batch's %d..%d", r.Offset, info.base, info.last)
+			ok = false
+			break
+		}
+		prevRec = r.Offset
+		info.recMaxTs = max(info.recMaxTs, r.Timestamp)
+	}
+	return info, ok
 }
 
 // batchAt returns the index of the batch starting at pos, or -1.

@@ -377,31 +377,8 @@ func partialBatch(f io.ReaderAt, pos, size int64) bool {
 // dumpLog prints a .log file (or a KRaft .checkpoint snapshot): one line per
 // batch and, with deep iteration, one per record.
 func (d *dumper) dumpLog(path string) {
-	name := filepath.Base(path)
-	if !d.opts.JSON {
-		switch {
-		case strings.HasSuffix(name, ".log"):
-			base, err := fileBase(path)
-			if err != nil {
-				d.fail("dump: %s: segment name is not an offset: %w", path, err)
-				return
-			}
-			d.printf("Log starting offset: %d\n", base)
-		case name == "bootstrap.checkpoint":
-			d.printf("KRaft bootstrap snapshot\n")
-		default:
-			// <offset 20 digits>-<epoch 10 digits>.checkpoint
-			stem := strings.TrimSuffix(name, ".checkpoint")
-			off, epoch, ok := strings.Cut(stem, "-")
-			o, err1 := strconv.ParseInt(off, 10, 64)
-			e, err2 := strconv.ParseInt(epoch, 10, 32)
-			if !ok || err1 != nil || err2 != nil {
-				_ = d.out.Flush()
-				fmt.Fprintf(d.errw, "Ignoring unknown file %s\n", path)
-				return
-			}
-			d.printf("Snapshot end offset: %d, epoch: %d\n", o, e)
-		}
+	if !d.opts.JSON && !d.printLogHeader(path) {
+		return
 	}
 	f, size, ok := d.open(path)
 	if !ok {
@@ -441,24 +418,7 @@ func (d *dumper) dumpLog(path string) {
 				pos += int64(b.Size())
 				break
 			}
-			var inner []legacyInner
-			if b.Magic < 2 {
-				inner = legacyInnerMessages(&b, len(recs))
-			}
-			for i := range recs {
-				r := &recs[i]
-				if lastOff == -1 {
-					lastOff = r.Offset
-				} else if r.Offset != lastOff+1 {
-					d.nonConsecutive.add(abs, lastOff, r.Offset)
-				}
-				lastOff = r.Offset
-				var li *legacyInner
-				if inner != nil {
-					li = &inner[i]
-				}
-				d.printRecord(&b, r, li)
-			}
+			lastOff = d.printRecords(&b, recs, lastOff, abs)
 		}
 		pos += int64(b.Size())
 	}
@@ -470,9 +430,65 @@ func (d *dumper) dumpLog(path string) {
 				InvalidBytes int64  `json:"invalidBytes"`
 			}{"trailing", pos, trailing})
 		} else {
-			d.printf("Found %d invalid bytes at the end of %s\n", trailing, name)
+			d.printf("Found %d invalid bytes at the end of %s\n", trailing, filepath.Base(path))
 		}
 	}
+}
+
+// printLogHeader prints the first line of a text dump of path: the segment's
+// starting offset or the snapshot's end offset and epoch. It returns false
+// when path is not to be dumped (a name that is no offset: reported).
+func (d *dumper) printLogHeader(path string) bool {
+	name := filepath.Base(path)
+	switch {
+	case strings.HasSuffix(name, ".log"):
+		base, err := fileBase(path)
+		if err != nil {
+			d.fail("dump: %s: segment name is not an offset: %w", path, err)
+			return false
+		}
+		d.printf("Log starting offset: %d\n", base)
+	case name == "bootstrap.checkpoint":
+		d.printf("KRaft bootstrap snapshot\n")
+	default:
+		// <offset 20 digits>-<epoch 10 digits>.checkpoint
+		stem := strings.TrimSuffix(name, ".checkpoint")
+		off, epoch, ok := strings.Cut(stem, "-")
+		o, err1 := strconv.ParseInt(off, 10, 64)
+		e, err2 := strconv.ParseInt(epoch, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			_ = d.out.Flush()
+			fmt.Fprintf(d.errw, "Ignoring unknown file %s\n", path)
+			return false
+		}
+		d.printf("Snapshot end offset: %d, epoch: %d\n", o, e)
+	}
+	return true
+}
+
+// printRecords prints the records recs of b, noting offsets that do not
+// follow the one before (lastOff, -1 none) in the file abs, and returns the
+// last offset printed.
+func (d *dumper) printRecords(b *record.Batch, recs []record.Record, lastOff int64, abs string) int64 {
+	var inner []legacyInner
+	if b.Magic < 2 {
+		inner = legacyInnerMessages(b, len(recs))
+	}
+	for i := range recs {
+		r := &recs[i]
+		if lastOff == -1 {
+			lastOff = r.Offset
+		} else if r.Offset != lastOff+1 {
+			d.nonConsecutive.add(abs, lastOff, r.Offset)
+		}
+		lastOff = r.Offset
+		var li *legacyInner
+		if inner != nil {
+			li = &inner[i]
+		}
+		d.printRecord(b, r, li)
+	}
+	return lastOff
 }
 
 func (d *dumper) printBatch(b *record.Batch, pos int64) {

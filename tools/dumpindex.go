@@ -197,6 +197,10 @@ func (d *dumper) sanity(path string, check func() error) {
 	d.printf("%s passed sanity check.\n", path)
 }
 
+// dumpTimeIndex prints a .timeindex file's entries and checks each against
+// the batch of the .log beside it that ends at its offset, as
+// DumpLogSegments does (the summaries list what does not match); with
+// IndexSanityCheck it only checks the index's sanity.
 func (d *dumper) dumpTimeIndex(path string) {
 	base, err := fileBase(path)
 	if err != nil {
@@ -232,24 +236,12 @@ func (d *dumper) dumpTimeIndex(path string) {
 	abs := absPath(path)
 	prevTs := int64(-1)
 	var (
-		buf  []byte
-		recs []record.Record
+		found *record.Batch
+		buf   []byte
+		recs  []record.Record
 	)
 	for _, e := range entries {
-		// Find the first batch with lastOffset >= e.offset from the indexed position.
-		var found *record.Batch
-		for pos := lookupPos(offIdx, e.offset); ; {
-			b, err := record.ReadAt(lf, pos, logSize, buf)
-			if err != nil {
-				break
-			}
-			buf = b.Raw[:cap(b.Raw)]
-			if b.LastOffset() >= e.offset {
-				found = &b
-				break
-			}
-			pos += int64(b.Size())
-		}
+		found, buf = batchReaching(lf, logSize, lookupPos(offIdx, e.offset), e.offset, buf)
 		switch {
 		case found == nil:
 			d.timeNotFound.add(abs, e.offset, -1)
@@ -272,17 +264,39 @@ func (d *dumper) dumpTimeIndex(path string) {
 			}
 		}
 		if !d.opts.VerifyIndexOnly {
-			if d.opts.JSON {
-				d.json(struct {
-					Type      string `json:"type"`
-					Timestamp int64  `json:"timestamp"`
-					Offset    int64  `json:"offset"`
-				}{"timeindex", e.ts, e.offset})
-			} else {
-				d.printf("timestamp: %d offset: %d\n", e.ts, e.offset)
-			}
+			d.printTimeEntry(e)
 		}
 		prevTs = e.ts
+	}
+}
+
+// batchReaching returns the first batch of the log f (size bytes) from
+// position pos on whose last offset is at least off, or nil, reading into
+// buf; it returns the buffer to read into next.
+func batchReaching(f io.ReaderAt, size, pos, off int64, buf []byte) (*record.Batch, []byte) {
+	for {
+		b, err := record.ReadAt(f, pos, size, buf)
+		if err != nil {
+			return nil, buf
+		}
+		buf = b.Raw[:cap(b.Raw)]
+		if b.LastOffset() >= off {
+			return &b, buf
+		}
+		pos += int64(b.Size())
+	}
+}
+
+// printTimeEntry prints one entry of a time index.
+func (d *dumper) printTimeEntry(e timeEntry) {
+	if d.opts.JSON {
+		d.json(struct {
+			Type      string `json:"type"`
+			Timestamp int64  `json:"timestamp"`
+			Offset    int64  `json:"offset"`
+		}{"timeindex", e.ts, e.offset})
+	} else {
+		d.printf("timestamp: %d offset: %d\n", e.ts, e.offset)
 	}
 }
 

@@ -217,6 +217,11 @@ func (e errRecord) Error() string { return string(e) }
 // Hot path: varints (and the timestampDelta varlong) of one or two bytes
 // are read by the inlined varint12, and positions are kept within
 // rb = data[:end] so the compiler can drop most bounds checks.
+//
+// It is one function over 80 lines on purpose: it runs once per record
+// decodeRun leaves (every record with headers), and its key and value
+// reads split into a helper do not inline: two calls more per record for
+// no gain (BenchmarkEachRecord/headers times this path).
 func decodeRecordInto(r *Record, data []byte, reuseHeaders bool) (int, error) {
 	length, p, ok := varint12(data, 0)
 	if !ok {
@@ -361,6 +366,11 @@ func (base *runBase) resolve(r *Record) {
 // (docs/PERFORMANCE.md, engine read).
 // FuzzDecodeWindow and TestDecodeWindow hold it to decodeRecordInto, with the
 // data placed just before an unreadable page so that a read past it faults.
+//
+// It is one function over 80 lines on purpose: its state stays in registers
+// for the whole run, and its windowed varint reads stay unrolled, since a
+// helper for them (inlined) made BenchmarkEachRecord slower
+// (docs/PERFORMANCE.md §6.2, tried and dropped).
 func decodeRun(data []byte, s, i, count int, base *runBase, dst []Record, r *Record, fn func(*Record) error) (int, int, error) {
 	n := len(data)
 	ptr := unsafe.Pointer(unsafe.SliceData(data))

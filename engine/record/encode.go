@@ -101,35 +101,14 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 	// Pass 1: validate and size. Each record's size is kept for pass 2.
 	szp := sizesPool.Get().(*[]int32)
 	defer putSizes(szp)
-	sizes := (*szp)[:0]
-	bodySize := 0
-	for i := range recs {
-		r := &recs[i]
-		d := r.Offset - spec.BaseOffset
-		if d < 0 || d > math.MaxInt32 {
-			return dst, fmt.Errorf("%w: record offset %d outside [%d, %d]", errEncode, r.Offset, spec.BaseOffset, spec.BaseOffset+math.MaxInt32)
-		}
-		if r.Timestamp > maxTs {
-			maxTs = r.Timestamp
-		}
-		sz := recordBodySize(r, int32(d), r.Timestamp-baseTs)
-		bodySize += varintSize(int32(sz)) + sz
-		if sz > math.MaxInt32-HeaderSize || bodySize > math.MaxInt32-HeaderSize {
-			return dst, fmt.Errorf("%w: records of %d bytes", errEncode, bodySize)
-		}
-		sizes = append(sizes, int32(sz))
+	sizes, bodySize, maxTs, err := sizeRecords((*szp)[:0], spec.BaseOffset, recs, baseTs, maxTs)
+	if err != nil {
+		return dst, err
 	}
 	*szp = sizes
-	lastDelta := spec.LastOffsetDelta
-	if len(recs) > 0 {
-		derived := int32(recs[len(recs)-1].Offset - spec.BaseOffset)
-		if lastDelta < 0 {
-			lastDelta = derived
-		} else if lastDelta < derived {
-			return dst, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, lastDelta, derived)
-		}
-	} else if lastDelta < 0 {
-		lastDelta = 0
+	lastDelta, err := lastOffsetDelta(spec, recs)
+	if err != nil {
+		return dst, err
 	}
 
 	start := len(dst)
@@ -140,23 +119,8 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 	}
 	dst = dst[:start+HeaderSize]
 	// Pass 2: write the records, directly or into a scratch buffer.
-	if codec == None {
-		for i := range recs {
-			dst = appendRecord(dst, &recs[i], spec.BaseOffset, baseTs, sizes[i])
-		}
-	} else {
-		sp := getScratch(bodySize)
-		body := (*sp)[:0]
-		for i := range recs {
-			body = appendRecord(body, &recs[i], spec.BaseOffset, baseTs, sizes[i])
-		}
-		var err error
-		dst, err = compress(dst, codec, body)
-		*sp = body
-		putScratch(sp)
-		if err != nil {
-			return dst[:start], err
-		}
+	if dst, err = appendRecords(dst, codec, spec.BaseOffset, baseTs, recs, sizes, bodySize); err != nil {
+		return dst[:start], err
 	}
 	length := len(dst) - start - LogOverhead
 	if length > math.MaxInt32 {
@@ -167,6 +131,70 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 	spec.putHeader(h, spec.attributes(codec, horizon), length, lastDelta, baseTs, maxTs, len(recs))
 	binary.BigEndian.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
 	return dst, nil
+}
+
+// sizeRecords is Encode's first pass: it checks each record's offset
+// delta from baseOffset, appends its recordBodySize to sizes, and returns
+// sizes, the size of the records section uncompressed and the largest
+// timestamp (maxTs or above).
+func sizeRecords(sizes []int32, baseOffset int64, recs []Record, baseTs, maxTs int64) ([]int32, int, int64, error) {
+	bodySize := 0
+	for i := range recs {
+		r := &recs[i]
+		d := r.Offset - baseOffset
+		if d < 0 || d > math.MaxInt32 {
+			return sizes, 0, 0, fmt.Errorf("%w: record offset %d outside [%d, %d]", errEncode, r.Offset, baseOffset, baseOffset+math.MaxInt32)
+		}
+		if r.Timestamp > maxTs {
+			maxTs = r.Timestamp
+		}
+		sz := recordBodySize(r, int32(d), r.Timestamp-baseTs)
+		bodySize += varintSize(int32(sz)) + sz
+		if sz > math.MaxInt32-HeaderSize || bodySize > math.MaxInt32-HeaderSize {
+			return sizes, 0, 0, fmt.Errorf("%w: records of %d bytes", errEncode, bodySize)
+		}
+		sizes = append(sizes, int32(sz))
+	}
+	return sizes, bodySize, maxTs, nil
+}
+
+// lastOffsetDelta is the batch's lastOffsetDelta: spec.LastOffsetDelta when
+// set (it may not be below the last record's delta), else the last
+// record's delta (0 without records).
+func lastOffsetDelta(spec BatchSpec, recs []Record) (int32, error) {
+	lastDelta := spec.LastOffsetDelta
+	if len(recs) > 0 {
+		derived := int32(recs[len(recs)-1].Offset - spec.BaseOffset)
+		if lastDelta < 0 {
+			lastDelta = derived
+		} else if lastDelta < derived {
+			return 0, fmt.Errorf("%w: LastOffsetDelta %d below the last record's delta %d", errEncode, lastDelta, derived)
+		}
+	} else if lastDelta < 0 {
+		lastDelta = 0
+	}
+	return lastDelta, nil
+}
+
+// appendRecords is Encode's second pass: it appends the records section of
+// recs (sizes from sizeRecords, bodySize bytes uncompressed) to dst, written
+// in place for codec None, else into a scratch buffer then compressed.
+func appendRecords(dst []byte, codec Codec, baseOffset, baseTs int64, recs []Record, sizes []int32, bodySize int) ([]byte, error) {
+	if codec == None {
+		for i := range recs {
+			dst = appendRecord(dst, &recs[i], baseOffset, baseTs, sizes[i])
+		}
+		return dst, nil
+	}
+	sp := getScratch(bodySize)
+	body := (*sp)[:0]
+	for i := range recs {
+		body = appendRecord(body, &recs[i], baseOffset, baseTs, sizes[i])
+	}
+	dst, err := compress(dst, codec, body)
+	*sp = body
+	putScratch(sp)
+	return dst, err
 }
 
 // recordBodySize is the size of a record after its length varint.
@@ -291,6 +319,12 @@ const crcStride = 8 << 10
 // capacity across calls to write in place). spec.Codec must be None and recs non-empty. If the first
 // record alone does not fit in maxBytes nothing is written and the error
 // wraps ErrBatchTooLarge.
+//
+// It is one function over 80 lines on purpose: the write position, the CRC
+// mark and the running CRC stay in registers across the whole loop, and a
+// record writer split out of it does not inline and makes
+// BenchmarkEncodeSequential slower (docs/PERFORMANCE.md §6.1, tried and
+// dropped).
 func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, maxBytes int) ([]byte, SequentialInfo, error) {
 	if spec.Codec != None {
 		return dst, SequentialInfo{}, fmt.Errorf("%w: EncodeSequential writes uncompressed batches, not %v", errEncode, spec.Codec)

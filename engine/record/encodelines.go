@@ -18,6 +18,11 @@ import (
 // spec.DeleteHorizonMs must be -1 (appends carry no delete horizon). If the
 // first line alone does not fit in maxBytes nothing is written and the
 // error wraps ErrBatchTooLarge.
+//
+// It is one function over 80 lines for the reason EncodeSequential is: the
+// loop's state stays in registers, and a line writer split out of it does
+// not inline and makes BenchmarkEncodeLines slower (docs/PERFORMANCE.md
+// §6.1, tried and dropped).
 func EncodeLines(dst []byte, spec BatchSpec, lines []byte, nowMs int64, maxBytes int) ([]byte, SequentialInfo, int, error) {
 	switch {
 	case spec.Codec != None:

@@ -167,7 +167,36 @@ func (b *Batch) LegacyMessages(dst []LegacyMessage) ([]LegacyMessage, error) {
 	if err != nil {
 		return dst, fmt.Errorf("%w (legacy wrapper at offset %d)", err, entryOffset)
 	}
-	// Keys and values alias inner, a fresh buffer, so the messages may keep them.
+	start := len(dst)
+	if dst, err = appendInnerMessages(dst, inner, entryOffset, m.timestamp, logAppend); err != nil {
+		return dst, err
+	}
+	msgs := dst[start:]
+	if len(msgs) == 0 {
+		return dst, fmt.Errorf("%w: offset %d: empty legacy wrapper", ErrCorrupt, entryOffset)
+	}
+	if m.magic >= 1 {
+		// Relative inner offsets: absolute = wrapper - lastInnerRel + innerRel,
+		// except that a wrapper offset of 0 means base 0 (librdkafka quirk).
+		base := int64(0)
+		if entryOffset != 0 {
+			base = entryOffset - msgs[len(msgs)-1].Offset
+		}
+		for i := range msgs {
+			msgs[i].Offset += base
+		}
+	}
+	b.BaseOffset = msgs[0].Offset
+	b.RecordCount = int32(len(msgs))
+	return dst, nil
+}
+
+// appendInnerMessages appends the messages of inner, the decompressed value
+// of the legacy wrapper at entryOffset, to dst; with logAppend their
+// timestamp is the wrapper's, wrapperTs. Their offsets are as stored
+// (relative for v1). Keys and values alias inner, a fresh buffer, so the
+// messages may keep them. On error dst is returned with its original length.
+func appendInnerMessages(dst []LegacyMessage, inner []byte, entryOffset, wrapperTs int64, logAppend bool) ([]LegacyMessage, error) {
 	start := len(dst)
 	for p := 0; p < len(inner); {
 		if len(inner)-p < LogOverhead+legacyMinV0 {
@@ -188,7 +217,7 @@ func (b *Batch) LegacyMessages(dst []LegacyMessage) ([]LegacyMessage, error) {
 		}
 		ts := im.timestamp
 		if logAppend {
-			ts = m.timestamp
+			ts = wrapperTs
 		}
 		crc := binary.BigEndian.Uint32(imsg)
 		dst = append(dst, LegacyMessage{
@@ -197,23 +226,6 @@ func (b *Batch) LegacyMessages(dst []LegacyMessage) ([]LegacyMessage, error) {
 		})
 		p += LogOverhead + int(size)
 	}
-	msgs := dst[start:]
-	if len(msgs) == 0 {
-		return dst, fmt.Errorf("%w: offset %d: empty legacy wrapper", ErrCorrupt, entryOffset)
-	}
-	if m.magic >= 1 {
-		// Relative inner offsets: absolute = wrapper - lastInnerRel + innerRel,
-		// except that a wrapper offset of 0 means base 0 (librdkafka quirk).
-		base := int64(0)
-		if entryOffset != 0 {
-			base = entryOffset - msgs[len(msgs)-1].Offset
-		}
-		for i := range msgs {
-			msgs[i].Offset += base
-		}
-	}
-	b.BaseOffset = msgs[0].Offset
-	b.RecordCount = int32(len(msgs))
 	return dst, nil
 }
 

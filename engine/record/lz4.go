@@ -77,33 +77,10 @@ func appendLZ4(dst, src []byte) []byte {
 
 // unlz4 decodes one LZ4 frame; skipHC skips the header checksum check.
 func unlz4(out, src []byte, limit int, skipHC bool) ([]byte, error) {
-	if len(src) < 7 {
-		return nil, fmt.Errorf("%w: lz4: frame of %d bytes", ErrCorrupt, len(src))
+	p, maxBlock, blockSum, err := lz4FrameDescriptor(src, skipHC)
+	if err != nil {
+		return nil, err
 	}
-	if binary.LittleEndian.Uint32(src) != lz4Magic {
-		return nil, fmt.Errorf("%w: lz4: bad magic %x", ErrCorrupt, src[:4])
-	}
-	flg, bd := src[4], src[5]
-	if flg&lz4FlgVersion != 0x40 || flg&lz4FlgIndep == 0 || flg&lz4FlgReserved != 0 {
-		return nil, fmt.Errorf("%w: lz4: unsupported FLG %#02x", ErrCorrupt, flg)
-	}
-	sizeID := (bd >> 4) & 7
-	if bd&lz4BDReserved != 0 || sizeID < 4 {
-		return nil, fmt.Errorf("%w: lz4: bad BD %#02x", ErrCorrupt, bd)
-	}
-	maxBlock := 1 << (8 + 2*int(sizeID)) // 4: 64 KiB, 5: 256 KiB, 6: 1 MiB, 7: 4 MiB
-	p := 6
-	if flg&lz4FlgContentSz != 0 {
-		p += 8
-	}
-	if len(src) < p+1 {
-		return nil, fmt.Errorf("%w: lz4: frame descriptor past the end", ErrCorrupt)
-	}
-	if want := byte(xxh32(src[4:p], 0) >> 8); !skipHC && src[p] != want {
-		return nil, fmt.Errorf("%w: lz4: header checksum %#02x, want %#02x", ErrCorrupt, src[p], want)
-	}
-	p++
-	blockSum := flg&lz4FlgBlockSum != 0
 	if cap(out) == 0 {
 		out = make([]byte, 0, min(4*len(src), limit))
 	}
@@ -158,6 +135,39 @@ func unlz4(out, src []byte, limit int, skipHC bool) ([]byte, error) {
 		out = out[:l+k]
 	}
 	return out, nil
+}
+
+// lz4FrameDescriptor checks the magic and frame descriptor at the start of
+// the LZ4 frame src (skipHC skips its header checksum) and returns where
+// the first block begins, the largest block the frame allows and whether
+// blocks carry a checksum.
+func lz4FrameDescriptor(src []byte, skipHC bool) (p, maxBlock int, blockSum bool, err error) {
+	if len(src) < 7 {
+		return 0, 0, false, fmt.Errorf("%w: lz4: frame of %d bytes", ErrCorrupt, len(src))
+	}
+	if binary.LittleEndian.Uint32(src) != lz4Magic {
+		return 0, 0, false, fmt.Errorf("%w: lz4: bad magic %x", ErrCorrupt, src[:4])
+	}
+	flg, bd := src[4], src[5]
+	if flg&lz4FlgVersion != 0x40 || flg&lz4FlgIndep == 0 || flg&lz4FlgReserved != 0 {
+		return 0, 0, false, fmt.Errorf("%w: lz4: unsupported FLG %#02x", ErrCorrupt, flg)
+	}
+	sizeID := (bd >> 4) & 7
+	if bd&lz4BDReserved != 0 || sizeID < 4 {
+		return 0, 0, false, fmt.Errorf("%w: lz4: bad BD %#02x", ErrCorrupt, bd)
+	}
+	maxBlock = 1 << (8 + 2*int(sizeID)) // 4: 64 KiB, 5: 256 KiB, 6: 1 MiB, 7: 4 MiB
+	p = 6
+	if flg&lz4FlgContentSz != 0 {
+		p += 8
+	}
+	if len(src) < p+1 {
+		return 0, 0, false, fmt.Errorf("%w: lz4: frame descriptor past the end", ErrCorrupt)
+	}
+	if want := byte(xxh32(src[4:p], 0) >> 8); !skipHC && src[p] != want {
+		return 0, 0, false, fmt.Errorf("%w: lz4: header checksum %#02x, want %#02x", ErrCorrupt, src[p], want)
+	}
+	return p + 1, maxBlock, flg&lz4FlgBlockSum != 0, nil
 }
 
 // XXH32 (part of the LZ4 frame format), little-endian input words.

@@ -100,15 +100,6 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	// the file system.
 	ignoreSIGPIPE()
 	goRun := followGoRun(sigs)
-	interrupted := func() bool {
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(e.stderr, "topicfs: %s before the mount was ready: closing without mounting\n", sig)
-			return true
-		default:
-			return false
-		}
-	}
 
 	logger, mc, umask, code := loadMountSetup(o, e)
 	if code != exitOK {
@@ -121,15 +112,9 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if procs, raised := raiseProcs(); raised {
 		logger.Debug("topicfs: GOMAXPROCS raised for FUSE request threads", "gomaxprocs", procs)
 	}
-	var err error
-	dataDir := mc.DataDir
-	switch {
-	case o.data != "":
-		dataDir = resolvePath(".", o.data)
-	case dataDir == "":
-		if dataDir, err = defaultDataDir(); err != nil {
-			return e.fail(cmd, "%v", err)
-		}
+	dataDir, err := mountDataDir(o, mc)
+	if err != nil {
+		return e.fail(cmd, "%v", err)
 	}
 	mnt, created, err := prepareMountpoint(args[0], func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
@@ -142,157 +127,251 @@ func runMount(o *mountOptions, args []string, e *env) int {
 			_ = os.Remove(mnt)
 		}
 	}()
-	if within(dataDir, mnt) {
-		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, mnt)
+
+	m := &mountRun{o: o, e: e, logger: logger, sigs: sigs, dataDir: dataDir, mnt: mnt}
+	if code := m.prepareDataDir(); code != exitOK {
+		return code
+	}
+	if code := m.openEngine(mc, umask); code != exitOK {
+		return code
+	}
+	if m.interrupted() {
+		_ = m.closeEngine()
+		return exitOK
+	}
+	srv, code := m.mount()
+	if code != exitOK {
+		return code
+	}
+	mounted = true
+	return m.serve(srv)
+}
+
+// mountRun is one run of topicfs mount once its flags and config are
+// loaded: what the steps of runMount set up and its shutdown undoes.
+type mountRun struct {
+	o       *mountOptions
+	e       *env
+	logger  *slog.Logger
+	sigs    chan os.Signal
+	dataDir string
+	mnt     string
+
+	d     *engine.LogDir
+	sched *policies.Scheduler // nil on a read-only mount
+	ms    *metricsServer      // nil without --metrics-addr
+}
+
+// mountDataDir is the data directory to mount: --data, else log.dirs from
+// mount.toml, else the default under $XDG_DATA_HOME.
+func mountDataDir(o *mountOptions, mc *MountConfig) (string, error) {
+	switch {
+	case o.data != "":
+		return resolvePath(".", o.data), nil
+	case mc.DataDir != "":
+		return mc.DataDir, nil
+	}
+	return defaultDataDir()
+}
+
+// interrupted reports (and says on stderr) whether SIGINT or SIGTERM came
+// while the mount was being set up.
+func (m *mountRun) interrupted() bool {
+	select {
+	case sig := <-m.sigs:
+		fmt.Fprintf(m.e.stderr, "topicfs: %s before the mount was ready: closing without mounting\n", sig)
+		return true
+	default:
+		return false
+	}
+}
+
+// prepareDataDir checks that the data directory lies outside the mountpoint
+// and on a disk, and creates it unless the mount is read-only; it returns
+// exitOK, or the exit code after a one-line message.
+func (m *mountRun) prepareDataDir() int {
+	const cmd = "mount"
+	e, dataDir := m.e, m.dataDir
+	if within(dataDir, m.mnt) {
+		return e.fail(cmd, "data directory %s lies inside the mountpoint %s; choose a data directory outside it", dataDir, m.mnt)
 	}
 	if other, ok := topicfsMountOf(dataDir); ok {
 		// Its files are topics, not a disk: .lock cannot even be created.
 		return e.fail(cmd, "data directory %s is inside the topicfs mount at %s; choose a data directory on a disk", dataDir, other)
 	}
-	if o.readOnly {
+	if m.o.readOnly {
 		if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
 			return e.fail(cmd, "data directory %s does not exist (a read-only mount does not create it)", dataDir)
 		}
 	} else if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return e.fail(cmd, "cannot create data directory %s: %v", dataDir, unwrapErrno(err))
 	}
+	return exitOK
+}
 
+// openEngine opens the data directory and, unless the mount is read-only,
+// starts retention and compaction on it; it returns exitOK, or the exit
+// code after a one-line message.
+func (m *mountRun) openEngine(mc *MountConfig, umask int) int {
+	const cmd = "mount"
+	o, dataDir := m.o, m.dataDir
 	d, err := engine.OpenLogDir(vfs.OS, dataDir, engine.LogDirOptions{
 		Defaults:  mc.Defaults,
 		Overrides: mc.Overrides,
 		ReadOnly:  o.readOnly,
-		Logger:    logger,
+		Logger:    m.logger,
 	})
 	if err != nil {
 		if errors.Is(err, engine.ErrLocked) {
-			return e.fail(cmd, "data directory %s is in use by another topicfs mount (or a Kafka broker); stop it first or use --read-only", dataDir)
+			return m.e.fail(cmd, "data directory %s is in use by another topicfs mount (or a Kafka broker); stop it first or use --read-only", dataDir)
 		}
-		return e.fail(cmd, "cannot open data directory %s: %v", dataDir, err)
+		return m.e.fail(cmd, "cannot open data directory %s: %v", dataDir, err)
 	}
-	logger.Info("opened data directory", "data", dataDir, "config", mc.Source, "topics", len(d.Topics()), "read_only", o.readOnly,
+	m.d = d
+	m.logger.Info("opened data directory", "data", dataDir, "config", mc.Source, "topics", len(d.Topics()), "read_only", o.readOnly,
 		"umask", fmt.Sprintf("%03o", umask))
 	if o.readOnly {
-		logger.Info("read-only mount: a frozen snapshot of the data directory as it was now; what a writer adds or removes later does not show until a remount", "data", dataDir)
-	}
-
-	// Retention and compaction rewrite the log, so a read-only mount runs
-	// neither.
-	var sched *policies.Scheduler
-	var state func(string, int) (policies.PartitionState, bool)
-	if !o.readOnly {
-		sched = policies.NewScheduler(d, policies.Options{
-			Logger:           logger,
-			CleanerThreads:   int(mc.Defaults.CleanerThreads),
-			DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
-		})
-		sched.Start()
-		state = sched.Lookup
-	}
-	closeEngine := func() error {
-		if sched != nil {
-			sched.Stop()
-		}
-		err := d.Close()
-		if err != nil {
-			logger.Error("closing data directory", "data", dataDir, "err", err)
-		}
-		return err
-	}
-	if interrupted() {
-		_ = closeEngine()
+		m.logger.Info("read-only mount: a frozen snapshot of the data directory as it was now; what a writer adds or removes later does not show until a remount", "data", dataDir)
+		// Retention and compaction rewrite the log, so a read-only mount
+		// runs neither.
 		return exitOK
 	}
+	m.sched = policies.NewScheduler(d, policies.Options{
+		Logger:           m.logger,
+		CleanerThreads:   int(mc.Defaults.CleanerThreads),
+		DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
+	})
+	m.sched.Start()
+	return exitOK
+}
 
-	var ms *metricsServer
+// state is what fusefs and the metrics show of the policies' per-partition
+// state: nil on a read-only mount, which runs no policies.
+func (m *mountRun) state() func(string, int) (policies.PartitionState, bool) {
+	if m.sched == nil {
+		return nil
+	}
+	return m.sched.Lookup
+}
+
+// closeEngine stops the policies and closes the data directory, logging a
+// failure to close it.
+func (m *mountRun) closeEngine() error {
+	if m.sched != nil {
+		m.sched.Stop()
+	}
+	err := m.d.Close()
+	if err != nil {
+		m.logger.Error("closing data directory", "data", m.dataDir, "err", err)
+	}
+	return err
+}
+
+// mount starts the metrics server (with --metrics-addr) and mounts the
+// file system; on failure it undoes both and the engine, and returns the
+// exit code after a one-line message.
+func (m *mountRun) mount() (*fusefs.Server, int) {
+	const cmd = "mount"
+	o, e := m.o, m.e
 	if o.metricsAddr != "" {
-		ms, err = startMetrics(o.metricsAddr, o.pprof, d, state, logger)
+		ms, err := startMetrics(o.metricsAddr, o.pprof, m.d, m.state(), m.logger)
 		if err != nil {
-			_ = closeEngine()
-			return e.fail(cmd, "--metrics-addr %s: %v", o.metricsAddr, err)
+			_ = m.closeEngine()
+			return nil, e.fail(cmd, "--metrics-addr %s: %v", o.metricsAddr, err)
 		}
+		m.ms = ms
 		fmt.Fprintf(e.stderr, "topicfs: metrics on http://%s/metrics\n", ms.Addr())
 		if o.pprof {
 			fmt.Fprintf(e.stderr, "topicfs: profiles on http://%s/debug/pprof/\n", ms.Addr())
 		}
 	}
 
-	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, Logger: logger, State: state}
-	if ms != nil {
-		fopts.OpLatency = ms.ObserveOp
+	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, Logger: m.logger, State: m.state()}
+	if m.ms != nil {
+		fopts.OpLatency = m.ms.ObserveOp
 	}
-	srv, err := fusefs.Mount(mnt, d, fopts)
+	srv, err := fusefs.Mount(m.mnt, m.d, fopts)
 	if err != nil {
-		if ms != nil {
-			ms.Close()
+		if m.ms != nil {
+			m.ms.Close()
 		}
-		_ = closeEngine()
-		return e.fail(cmd, "cannot mount %s: %v", mnt, mountErr(err))
+		_ = m.closeEngine()
+		return nil, e.fail(cmd, "cannot mount %s: %v", m.mnt, mountErr(err))
 	}
+	return srv, exitOK
+}
 
-	mounted = true
+// serve announces the mount and serves it until SIGINT or SIGTERM (then
+// unmounts) or an unmount from outside, then shuts down: the metrics
+// server, the policies, the data directory. It returns the exit code.
+func (m *mountRun) serve(srv *fusefs.Server) int {
+	const cmd = "mount"
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 	// The connection number lets a stuck shutdown abort the mount (fusectl);
 	// read it now, while the server surely answers.
-	conn := fuseConnection(mnt)
+	conn := fuseConnection(m.mnt)
 
 	snapshot := ""
-	if o.readOnly {
+	if m.o.readOnly {
 		snapshot = ", read-only snapshot"
 	}
-	fmt.Fprintf(e.stderr, "topicfs: mounted %s (data %s%s)\n", mnt, dataDir, snapshot)
+	fmt.Fprintf(m.e.stderr, "topicfs: mounted %s (data %s%s)\n", m.mnt, m.dataDir, snapshot)
 	sdNotify("READY=1")
 
-	// forceExit ends the process when a clean shutdown cannot finish: it
-	// aborts the FUSE connection first, since a thread blocked in the kernel
-	// on this mount would keep even os.Exit from ending the process.
-	forceExit := func(why string) {
-		fmt.Fprintf(e.stderr, "topicfs: %s: exiting without a clean shutdown (the next mount recovers)\n", why)
-		if err := abortFUSE(conn); err != nil {
-			logger.Warn("aborting the FUSE connection", "connection", conn, "err", err)
-		}
-		_ = unix.Unmount(mnt, unix.MNT_DETACH)
-		os.Exit(exitFail)
-	}
-
 	select {
-	case sig := <-sigs:
-		logger.Info("unmounting", "signal", sig.String(), "mountpoint", mnt)
-		go func() {
-			// A second SIGINT or SIGTERM, or a shutdown that hangs, exits at
-			// once. The go run parent's death signal never counts: go run
-			// forwards the first SIGTERM and then dies.
-			deadline := time.After(shutdownDeadline)
-			for {
-				select {
-				case sig := <-sigs:
-					if sig == parentDeathSignal {
-						continue
-					}
-					forceExit(sig.String() + " again")
-				case <-deadline:
-					forceExit(fmt.Sprintf("shutdown still running after %v", shutdownDeadline))
-				}
-			}
-		}()
-		unmount(srv.Unmount, mnt, served, logger)
+	case sig := <-m.sigs:
+		m.logger.Info("unmounting", "signal", sig.String(), "mountpoint", m.mnt)
+		go m.watchShutdown(conn)
+		unmount(srv.Unmount, m.mnt, served, m.logger)
 	case <-served:
-		logger.Info("unmounted from outside (umount or connection abort)", "mountpoint", mnt)
+		m.logger.Info("unmounted from outside (umount or connection abort)", "mountpoint", m.mnt)
 		// After an abort the dead mount stays until detached.
-		_ = unix.Unmount(mnt, unix.MNT_DETACH)
+		_ = unix.Unmount(m.mnt, unix.MNT_DETACH)
 	}
 
 	sdNotify("STOPPING=1")
-	if ms != nil {
-		ms.Close()
+	if m.ms != nil {
+		m.ms.Close()
 	}
-	if err := closeEngine(); err != nil {
+	if err := m.closeEngine(); err != nil {
 		// No clean-shutdown marker was written: the next mount recovers.
-		fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
-		return e.fail(cmd, "closing data directory %s: %v (the next mount recovers)", dataDir, err)
+		fmt.Fprintf(m.e.stderr, "topicfs: unmounted %s\n", m.mnt)
+		return m.e.fail(cmd, "closing data directory %s: %v (the next mount recovers)", m.dataDir, err)
 	}
-	fmt.Fprintf(e.stderr, "topicfs: unmounted %s\n", mnt)
+	fmt.Fprintf(m.e.stderr, "topicfs: unmounted %s\n", m.mnt)
 	return exitOK
+}
+
+// watchShutdown runs during a clean shutdown: a second SIGINT or SIGTERM,
+// or a shutdown still running after shutdownDeadline, exits at once
+// (forceExit). The go run parent's death signal never counts: go run
+// forwards the first SIGTERM and then dies.
+func (m *mountRun) watchShutdown(conn int) {
+	deadline := time.After(shutdownDeadline)
+	for {
+		select {
+		case sig := <-m.sigs:
+			if sig == parentDeathSignal {
+				continue
+			}
+			m.forceExit(conn, sig.String()+" again")
+		case <-deadline:
+			m.forceExit(conn, fmt.Sprintf("shutdown still running after %v", shutdownDeadline))
+		}
+	}
+}
+
+// forceExit ends the process when a clean shutdown cannot finish: it
+// aborts the FUSE connection conn first, since a thread blocked in the
+// kernel on this mount would keep even os.Exit from ending the process.
+func (m *mountRun) forceExit(conn int, why string) {
+	fmt.Fprintf(m.e.stderr, "topicfs: %s: exiting without a clean shutdown (the next mount recovers)\n", why)
+	if err := abortFUSE(conn); err != nil {
+		m.logger.Warn("aborting the FUSE connection", "connection", conn, "err", err)
+	}
+	_ = unix.Unmount(m.mnt, unix.MNT_DETACH)
+	os.Exit(exitFail)
 }
 
 // loadMountSetup checks the flags and loads mount.toml, before anything is
