@@ -441,6 +441,9 @@ func classify(err error) Cause {
 	return CauseOther
 }
 
+// Bootstrap returns the bootstrap servers, comma-separated.
+func (c *Cluster) Bootstrap() string { return strings.Join(c.opts.Bootstrap, ",") }
+
 // ClusterID returns the cluster's id (the key of its local state).
 func (c *Cluster) ClusterID() string { return c.clusterID }
 

@@ -25,7 +25,9 @@ var backendCases = []backendCase{
 	{"last N beyond the log", `seq 1 3 > $MNT/t/0/append; cat $MNT/t/0/by-offset/-10 | wc -l`, "3\n"},
 	{"last N moves with the log", `seq 1 5 > $MNT/t/0/append; head -1 $MNT/t/0/by-offset/-2; echo 6 >> $MNT/t/0/append; head -1 $MNT/t/0/by-offset/-2`, "4\n5\n"},
 	{"last N as JSON", `echo x > $MNT/t/0/append; echo y > $MNT/t/0/append; jq -r .value $MNT/t/0/by-offset/-1.jsonl`, "y\n"},
-	{"last N size", `seq 1 100 > $MNT/t/0/append; stat -c %s $MNT/t/0/by-offset/-3`, "10\n"},
+	{"last N size at open", `seq 1 100 > $MNT/t/0/append; tail -c 7 $MNT/t/0/by-offset/-3`, "99\n100\n"},
+	{"tail -n of records", `seq 1 5000 > $MNT/t/0/append; tail -n 3 $MNT/t/0/records`, "4998\n4999\n5000\n"},
+	{"head of records", `seq 1 5000 > $MNT/t/0/append; head -n 2 $MNT/t/0/records`, "1\n2\n"},
 	{"last N with tail", `seq 1 1000 > $MNT/t/0/append; tail -n 2 $MNT/t/0/by-offset/-5`, "999\n1000\n"},
 	{"by-offset -0 is no name", `ls $MNT/t/0/by-offset/-0 2>&1 || true`, "No such file or directory"},
 	{"wc of records", `seq 1 2500 > $MNT/t/0/append; wc -l < $MNT/t/0/records`, "2500\n"},
@@ -38,9 +40,14 @@ var backendCases = []backendCase{
 	{"offset past the end", `echo a > $MNT/t/0/append; cat $MNT/t/0/by-offset/5 2>&1 || true`, "No such file or directory"},
 }
 
-// backendMounts starts one mount per backend.
+// backendMounts starts one mount per backend: a data directory, and a
+// kfake cluster of three brokers.
 func backendMounts(t *testing.T) map[string]*mountProc {
-	return map[string]*mountProc{"local": startMount(t, mountOpts{})}
+	kc := startKfake(t)
+	return map[string]*mountProc{
+		"local":   startMount(t, mountOpts{}),
+		"cluster": startMount(t, clusterMountOpts(t, kc, "")),
+	}
 }
 
 // TestSameTreeOnEveryBackend runs backendCases against every backend, each

@@ -18,6 +18,7 @@ type MountConfig struct {
 	Defaults  engine.Config                // every topic's config before [topics.NAME]
 	Overrides map[string]map[string]string // [topics.NAME] tables, validated
 	DataDir   string                       // log.dirs, or the default data home; "" if neither
+	Cluster   map[string]string            // cluster-mode settings (clusterKeys), unvalidated
 }
 
 // defaultDataDir is $XDG_DATA_HOME/topicfs, else ~/.local/share/topicfs.
@@ -68,6 +69,7 @@ func (mc *MountConfig) apply(fc *fileConfig) (*MountConfig, error) {
 	path := fc.Path
 	mc.Source = path
 	mc.DataDir = fc.DataDir
+	mc.Cluster = fc.Cluster
 	mc.Keys = sortedKeys(fc.Settings)
 	for _, name := range sortedKeys(fc.Settings) {
 		if err := mc.Defaults.Set(name, fc.Settings[name]); err != nil {

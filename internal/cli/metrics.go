@@ -159,8 +159,10 @@ func startMetrics(addr string, pprofOn bool, d *engine.LogDir, state func(string
 		// 10µs .. ~10s: a cached getattr to an fsync on a slow disk.
 		Buckets: prometheus.ExponentialBuckets(10e-6, 4, 11),
 	}, []string{"op"})
+	if d != nil { // cluster mode has no data directory to describe
+		reg.MustRegister(newLogDirCollector(d, state))
+	}
 	reg.MustRegister(
-		newLogDirCollector(d, state),
 		newPanicCollector(),
 		opDur,
 		collectors.NewGoCollector(),

@@ -14,6 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/backend/local"
+	"github.com/topicfs/topicfs/cluster"
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/vfs"
 	"github.com/topicfs/topicfs/fusefs"
@@ -66,6 +69,10 @@ type mountOptions struct {
 	metricsAddr string
 	pprof       bool
 	umask       string
+	// cluster mode (cluster.go)
+	bootstrap     string
+	commandConfig string
+	internal      bool
 }
 
 func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
@@ -79,6 +86,7 @@ func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
 	fs.StringVar(&o.umask, "umask", "077", "file mode creation `MASK` (octal) for the data directory and everything the mount writes in it: 077 keeps it to the user who mounts (directories 0700, files 0600); 022 lets every local user read it")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` at /metrics: [HOST]:PORT, on 127.0.0.1 unless HOST is given (0.0.0.0:9464 for every interface); off when empty")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on the --metrics-addr address")
+	clusterFlags(fs, o)
 	return func(args []string) int { return runMount(o, args, e) }
 }
 
@@ -112,9 +120,13 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	if procs, raised := raiseProcs(); raised {
 		logger.Debug("topicfs: GOMAXPROCS raised for FUSE request threads", "gomaxprocs", procs)
 	}
-	dataDir, err := mountDataDir(o, mc)
-	if err != nil {
-		return e.fail(cmd, "%v", err)
+	clusterMode := o.bootstrap != "" || mc.Cluster["bootstrap.servers"] != ""
+	var dataDir string
+	if !clusterMode {
+		var err error
+		if dataDir, err = mountDataDir(o, mc); err != nil {
+			return e.fail(cmd, "%v", err)
+		}
 	}
 	mnt, created, err := prepareMountpoint(args[0], func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
@@ -129,11 +141,17 @@ func runMount(o *mountOptions, args []string, e *env) int {
 	}()
 
 	m := &mountRun{o: o, e: e, logger: logger, sigs: sigs, dataDir: dataDir, mnt: mnt}
-	if code := m.prepareDataDir(); code != exitOK {
-		return code
-	}
-	if code := m.openEngine(mc, umask); code != exitOK {
-		return code
+	if clusterMode {
+		if code := m.openCluster(mc); code != exitOK {
+			return code
+		}
+	} else {
+		if code := m.prepareDataDir(); code != exitOK {
+			return code
+		}
+		if code := m.openEngine(mc, umask); code != exitOK {
+			return code
+		}
 	}
 	if m.interrupted() {
 		_ = m.closeEngine()
@@ -157,8 +175,9 @@ type mountRun struct {
 	dataDir string
 	mnt     string
 
-	d     *engine.LogDir
-	sched *policies.Scheduler // nil on a read-only mount
+	d     *engine.LogDir      // nil in cluster mode
+	cl    *cluster.Cluster    // cluster mode only
+	sched *policies.Scheduler // nil on a read-only mount and in cluster mode
 	ms    *metricsServer      // nil without --metrics-addr
 }
 
@@ -257,6 +276,9 @@ func (m *mountRun) state() func(string, int) (policies.PartitionState, bool) {
 // closeEngine stops the policies and closes the data directory, logging a
 // failure to close it.
 func (m *mountRun) closeEngine() error {
+	if m.cl != nil {
+		return m.closeCluster()
+	}
 	if m.sched != nil {
 		m.sched.Stop()
 	}
@@ -290,7 +312,11 @@ func (m *mountRun) mount() (*fusefs.Server, int) {
 	if m.ms != nil {
 		fopts.OpLatency = m.ms.ObserveOp
 	}
-	srv, err := fusefs.Mount(m.mnt, m.d, fopts)
+	var be backend.Backend = m.cl
+	if m.cl == nil {
+		be = local.New(m.d)
+	}
+	srv, err := fusefs.MountBackend(m.mnt, be, fopts)
 	if err != nil {
 		if m.ms != nil {
 			m.ms.Close()
@@ -316,7 +342,11 @@ func (m *mountRun) serve(srv *fusefs.Server) int {
 	if m.o.readOnly {
 		snapshot = ", read-only snapshot"
 	}
-	fmt.Fprintf(m.e.stderr, "topicfs: mounted %s (data %s%s)\n", m.mnt, m.dataDir, snapshot)
+	if m.cl != nil {
+		fmt.Fprintf(m.e.stderr, "topicfs: mounted %s (cluster %s, id %s%s)\n", m.mnt, m.cl.Bootstrap(), m.cl.ClusterID(), snapshot)
+	} else {
+		fmt.Fprintf(m.e.stderr, "topicfs: mounted %s (data %s%s)\n", m.mnt, m.dataDir, snapshot)
+	}
 	sdNotify("READY=1")
 
 	select {
@@ -334,7 +364,10 @@ func (m *mountRun) serve(srv *fusefs.Server) int {
 	if m.ms != nil {
 		m.ms.Close()
 	}
-	if err := m.closeEngine(); err != nil {
+	if err := m.closeEngine(); err != nil && m.cl != nil {
+		fmt.Fprintf(m.e.stderr, "topicfs: unmounted %s\n", m.mnt)
+		return m.e.fail(cmd, "closing the cluster client: %v", err)
+	} else if err != nil {
 		// No clean-shutdown marker was written: the next mount recovers.
 		fmt.Fprintf(m.e.stderr, "topicfs: unmounted %s\n", m.mnt)
 		return m.e.fail(cmd, "closing data directory %s: %v (the next mount recovers)", m.dataDir, err)

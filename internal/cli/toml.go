@@ -29,6 +29,7 @@ type fileConfig struct {
 	Settings map[string]string            // top-level Kafka names → value
 	Topics   map[string]map[string]string // [topics.NAME] → Kafka name → value
 	DataDir  string                       // log.dirs (or log.dir), resolved; "" if absent
+	Cluster  map[string]string            // cluster-mode settings (clusterKeys)
 }
 
 // topicsTable is the reserved top-level table of per-topic overrides.
@@ -66,6 +67,7 @@ func parseConfig(path, text string) (*fileConfig, error) {
 		Path:     path,
 		Settings: map[string]string{},
 		Topics:   map[string]map[string]string{},
+		Cluster:  map[string]string{},
 	}
 	for key, v := range raw {
 		if key != topicsTable {
@@ -90,6 +92,12 @@ func parseConfig(path, text string) (*fileConfig, error) {
 	delete(raw, topicsTable)
 	if err := flatten(fc.Settings, "", raw); err != nil {
 		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	for _, k := range clusterKeys {
+		if v, ok := fc.Settings[k]; ok {
+			fc.Cluster[k] = v
+			delete(fc.Settings, k)
+		}
 	}
 	var dirKeys []string
 	for _, k := range []string{"log.dirs", "log.dir"} {
