@@ -212,3 +212,39 @@ func TestReadmeConfigTable(t *testing.T) {
 		assert.Contains(t, engine.ConfigNames(), name, "configDocs describes %s, which is not a setting", name)
 	}
 }
+
+// TestReadmeCluster runs the "Mount a Kafka cluster" section against a
+// kfake cluster: its first ```sh block must be the mount command (run here
+// with the cluster's address for localhost:9092), the others run in order
+// in one bash and each output must match the ```text block after it.
+func TestReadmeCluster(t *testing.T) {
+	md := readReadme(t)
+	blocks := mdFences(mdSection(t, md, "Mount a Kafka cluster"))
+	require.NotEmpty(t, blocks)
+	require.Equal(t, "sh", blocks[0].lang)
+	const mountCmd = "topicfs mount --bootstrap-server localhost:9092 ~/kafka"
+	require.Equal(t, mountCmd, strings.TrimSpace(blocks[0].body), "the section starts with the mount command")
+	type step struct{ script, want string }
+	var steps []step
+	for _, b := range blocks[1:] {
+		switch b.lang {
+		case "sh":
+			steps = append(steps, step{script: b.body, want: "\x00"})
+		case "text":
+			require.NotEmpty(t, steps)
+			steps[len(steps)-1].want = b.body
+		}
+	}
+	kc := startKfake(t)
+	dir := t.TempDir()
+	opts := clusterMountOpts(t, kc, "")
+	opts.Dir = dir + "/kafka"
+	m := startMount(t, opts)
+	for i, s := range steps {
+		out, errOut, err := m.ShErr(fmt.Sprintf("export HOME=%q\nexport K=~/kafka\n%s", dir, s.script))
+		require.NoError(t, err, "block %d:\n%s\nstderr:\n%s", i, s.script, errOut)
+		if s.want != "\x00" {
+			assert.Equal(t, s.want, out, "output of block %d:\n%s", i, s.script)
+		}
+	}
+}
