@@ -87,7 +87,6 @@ type SegmentReader struct {
 	next  int       // index in cur of the batch after the one returned last
 	grow  int       // size of the next in-place load (0: none yet)
 	ahead *prefetch // the running prefetch goroutine, nil when none
-	spare []*segChunk
 	own   ownBuffers // the buffers when opts.Buffers is nil
 	// failed is set once the prefetch goroutine panicked: no more of it.
 	failed atomic.Bool
@@ -201,14 +200,18 @@ func (r *SegmentReader) move(pos, limit int64) {
 	}
 }
 
-// chunk returns a spare chunk (its buffer kept) or a new one.
-func (r *SegmentReader) chunk() *segChunk {
-	if n := len(r.spare); n > 0 {
-		c := r.spare[n-1]
-		r.spare = r.spare[:n-1]
-		return c
-	}
-	return &segChunk{}
+// chunks recycles the chunks of all readers without their buffers: their
+// batch lists, grown to a chunk's batches, are not grown again by each
+// new reader (a view's cursor, a segment being measured).
+var chunks = sync.Pool{New: func() any { return new(segChunk) }}
+
+// chunk returns a chunk holding nothing.
+func (r *SegmentReader) chunk() *segChunk { return chunks.Get().(*segChunk) }
+
+// drop gives c's buffer back and c to the pool.
+func (r *SegmentReader) drop(c *segChunk) {
+	c.release(r.opts.Buffers)
+	chunks.Put(c)
 }
 
 // Free stops the prefetch goroutine, gives every buffer back and forgets
@@ -216,10 +219,7 @@ func (r *SegmentReader) chunk() *segChunk {
 func (r *SegmentReader) Free() {
 	r.stopAhead()
 	if r.cur != nil {
-		r.spare = append(r.spare, r.cur)
-	}
-	for _, c := range r.spare {
-		c.release(r.opts.Buffers)
+		r.drop(r.cur)
 	}
 	r.cur, r.next, r.grow, r.src = nil, 0, 0, nil
 }
@@ -468,13 +468,11 @@ func (r *SegmentReader) stopAhead() {
 	close(a.done)
 	a.wg.Wait()
 	for c := range a.full { // closed by the goroutine
-		c.release(r.opts.Buffers)
-		r.spare = append(r.spare, c)
+		r.drop(c)
 	}
 	close(a.free)
 	for c := range a.free {
-		c.release(r.opts.Buffers)
-		r.spare = append(r.spare, c)
+		r.drop(c)
 	}
 }
 
