@@ -83,10 +83,10 @@ type SegmentReaderOptions struct {
 type SegmentReader struct {
 	opts  SegmentReaderOptions
 	src   BatchSource
-	cur   *segChunk // the chunk batches are returned from (nil: none)
-	next  int       // index in cur of the batch after the one returned last
-	grow  int       // size of the next in-place load (0: none yet)
-	ahead *prefetch // the running prefetch goroutine, nil when none
+	cur   *segChunk  // the chunk batches are returned from (nil: none)
+	next  int        // index in cur of the batch after the one returned last
+	grow  int        // size of the next in-place load (0: none yet)
+	ahead *prefetch  // the running prefetch goroutine, nil when none
 	own   ownBuffers // the buffers when opts.Buffers is nil
 	// failed is set once the prefetch goroutine panicked: no more of it.
 	failed atomic.Bool
