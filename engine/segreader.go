@@ -190,10 +190,13 @@ func (r *SegmentReader) move(pos, limit int64) {
 	case r.grow < r.opts.MaxChunk:
 		r.grow = min(2*r.grow, r.opts.MaxChunk)
 	}
+	var tail []byte
 	if r.cur == nil {
 		r.cur = r.chunk()
+	} else if sequential && cap(r.cur.buf) >= r.grow {
+		tail = r.cur.tailAt(pos) // in the buffer the load keeps
 	}
-	r.cur.load(r.src, pos, limit, r.grow, r.opts.Buffers)
+	r.cur.load(r.src, pos, limit, r.grow, r.opts.Buffers, tail)
 	r.next = 0
 	if r.opts.Prefetch && r.grow >= r.opts.MaxChunk && len(r.cur.pos) > 0 && r.cur.end < limit && !r.failed.Load() {
 		r.startAhead(r.cur.end, limit)
@@ -250,6 +253,15 @@ func (c *segChunk) holds(pos int64) bool {
 	return c != nil && pos >= c.start && pos < c.end
 }
 
+// tailAt returns the bytes c read past its last whole batch when the next
+// load is at pos, where that batch ends; nil otherwise.
+func (c *segChunk) tailAt(pos int64) []byte {
+	if c == nil || pos != c.end || len(c.pos) == 0 {
+		return nil
+	}
+	return c.buf[c.end-c.start:]
+}
+
 // ensure makes buf n bytes long, from bufs when it must grow (its bytes
 // are not kept).
 func (c *segChunk) ensure(n int, bufs ChunkBuffers) {
@@ -277,8 +289,11 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 // into a buffer of its size, when its length field keeps it below limit.
 // Framing stops at the first entry whose length does not fit the bytes
 // read or whose header does not parse; the caller asks ReadBatch about
-// it. Nothing is CRC-checked yet (check does).
-func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkBuffers) {
+// it. Nothing is CRC-checked yet (check does). tail, if any, is the bytes
+// at pos an earlier load read past its last whole batch (tailAt): they are
+// copied instead of read again. It must stay valid during the load (not in
+// a buffer ensure gives back).
+func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkBuffers, tail []byte) {
 	// start is set first: ensure may replace the buffer, never the position.
 	c.start, c.end = pos, pos
 	c.batches, c.pos = c.batches[:0], c.pos[:0]
@@ -288,8 +303,12 @@ func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkB
 	}
 	n := int(min(int64(size), limit-pos))
 	c.ensure(n, bufs)
-	k, _ := src.ReadAt(c.buf, pos)
-	c.buf = c.buf[:min(max(k, 0), n)]
+	t := 0
+	if len(tail) < n {
+		t = copy(c.buf, tail) // may overlap (a load in place): copy is a memmove
+	}
+	k, _ := src.ReadAt(c.buf[t:n], pos+int64(t))
+	c.buf = c.buf[:t+min(max(k, 0), n-t)]
 	if len(c.buf) >= record.LogOverhead {
 		total := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(c.buf[8:])))
 		if total > int64(len(c.buf)) && total <= limit-pos && total > record.LogOverhead {
@@ -398,7 +417,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 	oneP := runtime.GOMAXPROCS(0) < 2
 	a.consSpin.off = oneP || !r.opts.Spin
 	prodSpin := spinner{off: a.consSpin.off}
-	src, size, bufs := r.src, r.opts.MaxChunk, r.opts.Buffers
+	src, size, bufs, first := r.src, r.opts.MaxChunk, r.opts.Buffers, r.cur
 	r.ahead = a
 	a.wg.Go(func() {
 		var c *segChunk // the chunk being loaded: back to free however the goroutine ends
@@ -409,13 +428,18 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 			}
 		}()
 		defer r.catch()
-		var last *segChunk // the chunk sent last, whose batches may await checking
+		// last is the chunk sent last (the caller's at first): its batches
+		// may await checking, and the bytes it read past its last whole
+		// batch begin the next load. The caller reads it, never writes it:
+		// it gives chunks back through free, the last sent one only after
+		// taking a later one, and reloads one in place only after stopAhead.
+		last := first
 		for pos < limit {
 			c = nil
 			select {
 			case c = <-a.free:
 			default:
-				if last != nil && !oneP && last.checkFromBack(a.free) {
+				if !oneP && last.checkFromBack(a.free) {
 					return // the caller stops at that bad batch or before
 				}
 				spinPoll(&prodSpin, a.free)
@@ -430,7 +454,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 				return
 			default:
 			}
-			c.load(src, pos, limit, size, bufs)
+			c.load(src, pos, limit, size, bufs, last.tailAt(pos))
 			if len(c.pos) == 0 {
 				return // the caller settles what is there
 			}
