@@ -101,6 +101,18 @@ func TestSegmentReaderMatchesReadBatch(t *testing.T) {
 	}
 }
 
+// firstSegment returns the first segment of a fresh partition of n
+// records in batches of 10 (held until the test ends), and the partition.
+func firstSegment(t *testing.T, n int) (*Segment, *Partition) {
+	t.Helper()
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	t.Cleanup(func() { p.Close() })
+	fillTest(t, p, n, 10)
+	snap := p.Snapshot()
+	t.Cleanup(snap.Release)
+	return snap.Segments[0], p
+}
+
 // panickySource panics once, in a ReadAt at or after position at.
 type panickySource struct {
 	*Segment
@@ -119,12 +131,7 @@ func (s *panickySource) ReadAt(p []byte, off int64) (int, error) {
 // reported once, the reader loads in the caller's goroutine from then on,
 // and every batch still comes back.
 func TestSegmentReaderPrefetchPanic(t *testing.T) {
-	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
-	defer p.Close()
-	fillTest(t, p, 3_000, 10)
-	snap := p.Snapshot()
-	defer snap.Release()
-	seg := snap.Segments[0]
+	seg, _ := firstSegment(t, 3_000)
 	src := &panickySource{Segment: seg, at: 8 << 10} // past the first chunk: the goroutine's
 	var reported atomic.Int64
 	r := NewSegmentReader(SegmentReaderOptions{MinChunk: 4 << 10, Prefetch: true, OnPanic: func(v any, stack []byte) {
@@ -156,12 +163,7 @@ func TestSegmentReaderPrefetchPanic(t *testing.T) {
 // TestFileBatches: a plain file read through FileBatches gives the
 // segment's batches, and record's own errors (unlogged) where it ends.
 func TestFileBatches(t *testing.T) {
-	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
-	defer p.Close()
-	fillTest(t, p, 200, 10)
-	snap := p.Snapshot()
-	defer snap.Release()
-	seg := snap.Segments[0]
+	seg, p := firstSegment(t, 200)
 	size := seg.Size()
 	data := make([]byte, size)
 	_, err := seg.ReadAt(data, 0)
