@@ -281,6 +281,9 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 	}
 	c.buf = nil
 	c.start, c.end = 0, 0
+	// The batches alias the buffer (Raw): a pooled chunk must not keep
+	// it from the GC (the next reader would fault in fresh pages).
+	clear(c.batches[:cap(c.batches)])
 	c.batches, c.pos = c.batches[:0], c.pos[:0]
 }
 
