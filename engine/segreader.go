@@ -239,6 +239,7 @@ type segChunk struct {
 	batches    []record.Batch
 	pos        []int64
 	state      []atomic.Uint32
+	shared     bool // the prefetch goroutine may check it too (set before it can)
 }
 
 // Check states of a batch of a chunk.
@@ -342,15 +343,23 @@ func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkB
 		c.state = make([]atomic.Uint32, n)
 	}
 	c.state = c.state[:n]
-	for j := range c.state {
-		c.state[j].Store(batchUnchecked)
-	}
+	clear(c.state) // batchUnchecked; nobody else holds c while it loads
+	c.shared = false
 }
 
 // check reports whether batch j passed its CRC check: it checks it, or
 // waits for the prefetch goroutine's outcome when that one claimed it.
 func (c *segChunk) check(j int) bool {
 	s := &c.state[j]
+	if !c.shared { // the caller's alone: no claim to take
+		switch s.Load() {
+		case batchOK:
+			return true
+		case batchBad:
+			return false
+		}
+		return c.verify(j)
+	}
 	for {
 		switch s.Load() {
 		case batchOK:
@@ -421,6 +430,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 	a.consSpin.off = oneP || !r.opts.Spin
 	prodSpin := spinner{off: a.consSpin.off}
 	src, size, bufs, first := r.src, r.opts.MaxChunk, r.opts.Buffers, r.cur
+	first.shared = true // the goroutine may check its batches from the back
 	r.ahead = a
 	a.wg.Go(func() {
 		var c *segChunk // the chunk being loaded: back to free however the goroutine ends
@@ -461,6 +471,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 			if len(c.pos) == 0 {
 				return // the caller settles what is there
 			}
+			c.shared = true
 			a.full <- c // never blocks: full has room for every chunk sent
 			last, pos, c = c, c.end, nil
 		}
