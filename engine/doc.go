@@ -24,6 +24,9 @@
 //
 // Owns: the on-disk log (segments, indexes, checkpoints, recovery, the
 // .cleaned/.swap protocol) and its Go API (LogDir, Partition, Reader).
+// SegmentReader (segreader.go) is the one bulk reader of .log batches:
+// Reader (partition order), the mount's views and the offline check read
+// through it.
 // Imports: only the standard library, golang.org/x/sys/unix and its own
 // subpackages (engine/record brings klauspost/compress and pierrec/lz4).
 // Must not import fusefs, go-fuse, policies or any internal/ package;

@@ -397,7 +397,7 @@ func BenchmarkReader(b *testing.B) {
 // stops polling after spinMaxMisses timeouts in a row, then only probes
 // every spinProbe waits, and polls again after a hit.
 func TestReaderSpinner(t *testing.T) {
-	ch := make(chan *chunk, 1)
+	ch := make(chan *segChunk, 1)
 	var s spinner
 	for i := range spinMaxMisses {
 		spinPoll(&s, ch) // times out: nothing arrives
@@ -409,7 +409,7 @@ func TestReaderSpinner(t *testing.T) {
 	}
 	spinPoll(&s, ch) // the probe polls again and times out
 	assert.Equal(t, spinMaxMisses+1, s.misses)
-	ch <- &chunk{}
+	ch <- &segChunk{}
 	s.waits = spinProbe - 1 // the next wait probes
 	spinPoll(&s, ch)
 	assert.Zero(t, s.misses, "a hit resets the misses")
@@ -424,76 +424,91 @@ func TestReaderSpinner(t *testing.T) {
 	assert.Zero(t, off.misses)
 }
 
-// sharedChunk returns a chunk holding the first n batches of a segment with
-// shared verification open, as the prefetcher sends it, the batches listed
-// in bad with a flipped record byte (their CRC fails), and the partition's
-// snapshot (release it).
-func sharedChunk(t *testing.T, n int, bad ...int) (*chunk, *Snapshot) {
+// sharedChunk returns a chunk loaded from the first segment of a fresh
+// partition of n batches, the batches listed in bad with a flipped record
+// byte in the file (their CRC fails), and the partition's snapshot
+// (release it).
+func sharedChunk(t *testing.T, n int, bad ...int) (*segChunk, *Snapshot) {
 	t.Helper()
 	p := openTest(t, vfs.OS, filepath.Join(t.TempDir(), "t-0"), testConfig())
 	t.Cleanup(func() { p.Close() })
 	fillTest(t, p, n*10, 10)
 	snap := p.Snapshot()
 	seg := snap.Segments[0]
-	c := &chunk{verify: true, seg: seg}
+	f, err := os.OpenFile(seg.LogPath(), os.O_RDWR, 0)
+	require.NoError(t, err)
 	for q, j := int64(0), 0; j < n; j++ {
 		b, err := seg.ReadBatch(q, nil)
 		require.NoError(t, err)
-		b, err = record.Parse(bytes.Clone(b.Raw))
-		require.NoError(t, err)
 		if slices.Contains(bad, j) {
-			b.Raw[record.HeaderSize+3] ^= 0x20
+			_, err = f.WriteAt([]byte{b.Raw[record.HeaderSize+3] ^ 0x20}, q+record.HeaderSize+3)
+			require.NoError(t, err)
 		}
-		c.batches, c.pos = append(c.batches, b), append(c.pos, q)
 		q += int64(b.Size())
 	}
-	c.openClaims()
+	require.NoError(t, f.Close())
+	c := &segChunk{}
+	c.load(seg, 0, seg.Size(), 1<<20, &ownBuffers{size: 1 << 20}, nil)
+	require.Len(t, c.batches, n)
+	c.shared = true // as the prefetch goroutine sends it
 	return c, snap
 }
 
 // TestReaderSharedVerification covers the CRC checks the caller and the
 // prefetcher share: every batch is checked by exactly one side, the caller
 // gets each outcome in order whoever checked it, and a bad batch is
-// reported once with its segment and position.
+// reported once, by the source's ReadBatch, with its segment and position.
 func TestReaderSharedVerification(t *testing.T) {
-	empty := make(chan *chunk, 1)
+	empty := make(chan *segChunk, 1)
 	t.Run("prefetcher checks from the back, caller the rest", func(t *testing.T) {
 		c, snap := sharedChunk(t, 6, 4)
 		defer snap.Release()
-		require.NoError(t, c.check(0)) // the caller's first batch
-		require.NoError(t, c.check(1))
+		require.True(t, c.check(0)) // the caller's first batch
+		require.True(t, c.check(1))
 		assert.True(t, c.checkFromBack(empty), "finds batch 4 bad")
 		assert.Equal(t, batchOK, c.state[5].Load())
 		assert.Equal(t, batchBad, c.state[4].Load())
-		assert.Equal(t, batchPending, c.state[3].Load(), "stopped at the bad batch")
-		require.NoError(t, c.check(2))
-		require.NoError(t, c.check(3))
-		err := c.check(4)
+		assert.Equal(t, batchUnchecked, c.state[3].Load(), "stopped at the bad batch")
+		require.True(t, c.check(2))
+		require.True(t, c.check(3))
+		assert.False(t, c.check(4))
+		assert.False(t, c.check(4), "the stored outcome")
+		seg := snap.Segments[0]
+		assert.Zero(t, seg.stats.corruptions.Load(), "checks report nothing")
+
+		r := NewSegmentReader(SegmentReaderOptions{})
+		defer r.Free()
+		r.src, r.cur = seg, c
+		_, err := r.Batch(seg, c.pos[4], seg.Size())
 		require.ErrorIs(t, err, ErrCorrupt)
-		assert.Contains(t, err.Error(), fmt.Sprintf("%s position %d", c.seg.LogPath(), c.pos[4]))
-		assert.Equal(t, err, c.check(4), "the stored outcome, not a second check")
-		assert.Equal(t, int64(1), snap.Segments[0].stats.corruptions.Load())
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s position %d", seg.LogPath(), c.pos[4]))
+		assert.Equal(t, int64(1), seg.stats.corruptions.Load())
+		b, err := r.Batch(seg, c.pos[3], seg.Size())
+		require.NoError(t, err, "a checked batch is returned from the chunk")
+		assert.Equal(t, c.batches[3].Raw, b.Raw)
 	})
 	t.Run("prefetcher leaves its buffer wait to fill", func(t *testing.T) {
 		c, snap := sharedChunk(t, 4, 2)
 		defer snap.Release()
-		free := make(chan *chunk, 1)
-		free <- &chunk{}
+		free := make(chan *segChunk, 1)
+		free <- &segChunk{}
 		assert.False(t, c.checkFromBack(free), "a free buffer: reading comes first")
-		assert.Equal(t, uint64(4), c.claim.Load(), "nothing claimed")
-		require.NoError(t, c.check(0))
-		require.NoError(t, c.check(1))
-		require.ErrorIs(t, c.check(2), ErrCorrupt)
+		for j := range 4 {
+			assert.Equal(t, batchUnchecked, c.state[j].Load(), "nothing claimed")
+		}
+		require.True(t, c.check(0))
+		require.True(t, c.check(1))
+		require.False(t, c.check(2))
 	})
 	t.Run("caller claimed everything", func(t *testing.T) {
 		c, snap := sharedChunk(t, 3)
 		defer snap.Release()
 		for j := range 3 {
-			require.NoError(t, c.check(j))
+			require.True(t, c.check(j))
 		}
 		assert.False(t, c.checkFromBack(empty))
 		for j := range 3 {
-			assert.Equal(t, batchPending, c.state[j].Load(), "the prefetcher checked nothing")
+			assert.Equal(t, batchOK, c.state[j].Load())
 		}
 	})
 	t.Run("both at once", func(t *testing.T) {
@@ -504,8 +519,7 @@ func TestReaderSharedVerification(t *testing.T) {
 			wg.Go(func() { c.checkFromBack(empty) })
 			first := -1
 			for j := range 8 {
-				if err := c.check(j); err != nil {
-					require.ErrorIs(t, err, ErrCorrupt)
+				if !c.check(j) {
 					first = j
 					break
 				}
@@ -513,9 +527,11 @@ func TestReaderSharedVerification(t *testing.T) {
 			wg.Wait()
 			if bad < 8 {
 				assert.Equal(t, bad, first, "round %d", round)
-				assert.Equal(t, int64(1), snap.Segments[0].stats.corruptions.Load(), "round %d: reported once", round)
 			} else {
 				assert.Equal(t, -1, first)
+			}
+			for j := range first + 1 {
+				assert.Contains(t, []uint32{batchOK, batchBad}, c.state[j].Load(), "round %d: batch %d checked", round, j)
 			}
 			snap.Release()
 		}

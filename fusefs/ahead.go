@@ -3,14 +3,15 @@ package fusefs
 import "sync"
 
 // workAhead runs a goroutine that produces the items a sequential
-// consumer will ask for next (rendered view chunks, loaded .log chunks),
-// in order, each at a position: up to len(ring) of them wait. The goroutine
-// goes on from one item to the next while there is room, so it never waits
-// to be asked: a goroutine started, or woken, per item starts only when the
-// scheduler gets to it, a delay every item would pay on top of its own
-// time (docs/PERFORMANCE.md, "Mount read"). The consumer
-// takes items by position; asking for another position (a seek) drops what
-// waits and stops the goroutine after the item it is making.
+// consumer will ask for next (a view handle's rendered chunks; .log chunks
+// are loaded ahead by the engine's SegmentReader), in order, each at a
+// position: up to len(ring) of them wait. The goroutine goes on from one
+// item to the next while there is room, so it never waits to be asked: a
+// goroutine started, or woken, per item starts only when the scheduler
+// gets to it, a delay every item would pay on top of its own time
+// (docs/PERFORMANCE.md, "Mount read"). The consumer takes items by
+// position; asking for another position (a seek) drops what waits and
+// stops the goroutine after the item it is making.
 type workAhead[T any] struct {
 	mu      sync.Mutex
 	ring    []T // items made and not taken: count of them from head, in order (aheadDepth long once started)

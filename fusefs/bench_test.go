@@ -119,6 +119,7 @@ func BenchmarkViewRead(b *testing.B) {
 			for b.Loop() {
 				var c cursor
 				readWholeView(b, st, &c, buf, false)
+				c.rd.free() // as a handle's release does
 			}
 		})
 	}

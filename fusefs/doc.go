@@ -81,7 +81,12 @@
 // bounded LRU: after the index exists, Getattr is O(segments) and a seek
 // (tail -n, less +G, dd skip=) costs a binary search plus at most one
 // 64 KiB index interval of rendering. The first stat of a view after
-// mounting scans the partition once to build it.
+// mounting scans the partition once to build it. The .log bytes come
+// through the engine's batch reader (engine.SegmentReader, wrapped by
+// logChunk): chunked preads, every batch CRC-checked before it is
+// rendered, the next chunks loaded ahead of a sequential reader, buffers
+// from the mount's bounded free lists; fusefs keeps the index, the
+// rendering and the rendering ahead of READs (ahead.go).
 //
 // Views are served with direct I/O (see viewNode.Open for why not the page
 // cache: short reads at a growing end race with GETATTR and leave NUL-filled

@@ -20,10 +20,11 @@ import (
 // (safeFS). The goroutines the mount starts itself recover theirs here and
 // fail only what they worked for:
 //
-//   - a view handle's renderer and a reader's .log loader (workAhead.run):
-//     read ahead stops for that handle; its READs render in place, so a
-//     persistent bug fails them (EIO at the request boundary) and a passing
-//     one costs nothing but the read ahead;
+//   - a view handle's renderer (workAhead.run) and a reader's .log loader
+//     (the engine's SegmentReader recovers it and calls
+//     logChunk.loaderPanicked): read ahead stops for that handle; its READs
+//     render (and load) in place, so a persistent bug fails them (EIO at the
+//     request boundary) and a passing one costs nothing but the read ahead;
 //   - a partition's notifier (runNotifier): the partition's open views are
 //     no longer told of growth (they still see it within the attribute
 //     timeout), and closers stop waiting for it;
@@ -103,7 +104,7 @@ func (c *cursor) reset() {
 // report a panic as one of v's.
 func (h *viewHandle) guard(v *viewNode) *viewHandle {
 	h.ahead.onPanic = func(val any, stack []byte) { v.recovered("render", val, stack) }
-	h.cur.rd.ahead.onPanic = func(val any, stack []byte) { v.recovered("load", val, stack) }
+	h.cur.rd.onPanic = func(val any, stack []byte) { v.recovered("load", val, stack) }
 	return h
 }
 
@@ -132,6 +133,17 @@ func (w *workAhead[T]) produceGuarded(produce produceFunc[T], pos int64) (it T, 
 	}()
 	it, next, more = produce(pos)
 	return it, next, more, true
+}
+
+// loaderPanicked reports a panic of r's prefetch goroutine (the engine's
+// SegmentReader recovered it and loads in the caller's goroutine from then
+// on) through onPanic, or on fallbackLog without one.
+func (r *logChunk) loaderPanicked(v any, stack []byte) {
+	if r.onPanic != nil {
+		r.onPanic(v, stack)
+		return
+	}
+	panics.Recovered(fallbackLog.Load(), "readahead", "load", v, stack)
 }
 
 // catchMeasure is deferred by a worker measuring segments of a view

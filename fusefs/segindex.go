@@ -3,7 +3,6 @@ package fusefs
 import (
 	"container/list"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
 	"math"
@@ -237,9 +236,9 @@ func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 	return n, nil
 }
 
-// Chunked reads of a segment: a logChunk loads chunkMin bytes after a jump
-// and doubles each sequential load up to chunkMax, so a seek reads little
-// more than it renders while a sequential reader pays one pread per chunkMax
+// Chunked reads of a segment (logChunk): chunkMin bytes after a jump,
+// doubling each sequential load up to chunkMax, so a seek reads little more
+// than it renders while a sequential reader pays one pread per chunkMax
 // bytes (not two per batch, as ReadBatch does).
 const (
 	chunkMin = 64 << 10
@@ -352,190 +351,59 @@ func putBuf(b []byte) {
 	}
 }
 
-// chunk is file bytes of a segment from start; buf[:ok] are whole batches,
-// each verified (CRC and structure) when the chunk was loaded.
-type chunk struct {
-	start int64
-	buf   []byte
-	ok    int
-}
+// chunkBufs lends the engine's SegmentReader its chunk buffers from the
+// free lists above.
+type chunkBufs struct{}
 
-func (c *chunk) holds(pos int64) bool { return pos >= c.start && pos < c.start+int64(c.ok) }
+func (chunkBufs) Get(n int) []byte { return getBuf(n) }
+func (chunkBufs) Put(b []byte)     { putBuf(b) }
 
-// ensure makes buf n bytes long, from a free list when n <= chunkMax. A
-// buffer that must grow is replaced (its bytes are not kept); start and ok
-// are the caller's to set.
-func (c *chunk) ensure(n int) {
-	if cap(c.buf) < n {
-		putBuf(c.buf)
-		c.buf = getBuf(n)
-	}
-	c.buf = c.buf[:n]
-}
-
-// release gives the buffer back; the chunk then holds nothing.
-func (c *chunk) release() {
-	putBuf(c.buf)
-	*c = chunk{}
-}
-
-// load reads up to size bytes of seg at pos (below limit) and verifies the
-// whole batches in them. A first batch larger than size is read alone,
-// into a buffer of its size, when the batch's length field keeps it below
-// limit. Whatever does not check out ends the verified part (ok); the
-// caller asks ReadBatch about it. Every length read from the bytes is
-// checked against the bytes actually read before it is used.
-func (c *chunk) load(seg segmentReader, pos, limit int64, size int) {
-	// start is set first: ensure may replace the buffer, never the position.
-	c.start, c.ok = pos, 0
-	if pos < 0 || pos >= limit || size <= 0 {
-		c.buf = c.buf[:0]
-		return
-	}
-	n := int(min(int64(size), limit-pos))
-	c.ensure(n)
-	k, _ := seg.ReadAt(c.buf, pos)
-	c.buf = c.buf[:min(max(k, 0), n)]
-	if len(c.buf) >= record.LogOverhead {
-		total := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(c.buf[8:])))
-		if total > int64(len(c.buf)) && total <= limit-pos && total > record.LogOverhead {
-			c.ensure(int(total))
-			if k, _ = seg.ReadAt(c.buf, pos); int64(k) != total {
-				c.buf = c.buf[:0]
-				return
-			}
-		}
-	}
-	p, end := 0, len(c.buf)
-	for p+record.LogOverhead <= end {
-		total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(c.buf[p+8:])))
-		if total <= record.LogOverhead || total > end-p {
-			break
-		}
-		b, err := record.Parse(c.buf[p : p+total : p+total])
-		if err == nil {
-			err = b.Verify()
-		}
-		if err != nil {
-			break
-		}
-		p += total
-	}
-	c.ok = p
-}
-
-// logChunk reads the batches of one segment through chunks. With prefetch
-// set, once reads are sequential a goroutine loads (reads and verifies)
-// the chunks after the current one ahead of the caller (workAhead). The
-// batches batch returns alias the current chunk until the next call; free
-// must be called before the segment is released.
+// logChunk reads the batches of a view's segments through the engine's
+// SegmentReader (engine/segreader.go): chunkMin bytes after a jump, each
+// sequential load twice the last up to chunkMax, every batch verified
+// (CRC and structure) before it is returned, anything the chunks do not
+// hold verified settled by the segment's ReadBatch, so errors, their
+// logging and their wording are the engine's own. With prefetch set, once
+// loads are sequential a goroutine loads the aheadDepth chunks after the
+// current one ahead of the caller. The batches batch returns alias the
+// current chunk until the next call; free must be called before the
+// segment is released.
 type logChunk struct {
 	prefetch bool
+	// onPanic reports a panic of the prefetch goroutine (the handle's,
+	// set by guard); without one it is logged on fallbackLog.
+	onPanic func(v any, stack []byte)
 
-	seg   segmentReader
-	cur   chunk
-	next  int   // size of the next load
-	end   int64 // file position after the batch returned last (-1: none)
-	ahead workAhead[chunk]
+	rd         *engine.SegmentReader
+	rdPrefetch bool // rd's Prefetch
 }
 
 // batch returns the verified batch at file position pos of seg, whose
-// bytes below limit are committed. Anything that does not check out (a
-// header or CRC, a short read) is settled by seg.ReadBatch, so errors,
-// their logging and their wording are the engine's own.
-//
-// A chunk's batches were verified when it was loaded, walking from its
-// start, so a batch is known to start at pos when pos is the chunk's start
-// or where the previous batch ended. Any other pos inside the chunk (a
-// checkpoint from the saved index, say) is parsed from the bytes at pos
-// and its CRC verified again: a position that is not a batch's start reads
-// as corruption, never as a length out of range.
+// bytes below limit are committed. A position that is not where a batch
+// the chunk framed starts (a checkpoint from a damaged saved index, say)
+// is read by seg.ReadBatch, which checks its CRC: it reads as corruption,
+// never as a length out of range.
 func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
-	if seg != r.seg {
+	if r.rd == nil || r.rdPrefetch != r.prefetch {
 		r.free()
-		r.seg = seg
+		r.rd = engine.NewSegmentReader(engine.SegmentReaderOptions{
+			MinChunk: chunkMin,
+			MaxChunk: chunkMax,
+			Prefetch: r.prefetch,
+			Ahead:    aheadDepth,
+			Buffers:  chunkBufs{},
+			OnPanic:  r.loaderPanicked,
+		})
+		r.rdPrefetch = r.prefetch
 	}
-	if pos < 0 || pos >= limit {
-		return r.settle(seg, pos)
-	}
-	known := pos == r.end && r.end >= 0
-	if !r.cur.holds(pos) {
-		sequential := r.cur.ok > 0 && pos == r.cur.start+int64(r.cur.ok)
-		if a, ok := r.ahead.take(pos, func(c *chunk) bool { return c.holds(pos) }, releaseChunk); ok {
-			r.cur.release()
-			r.cur = a
-		}
-		if !r.cur.holds(pos) {
-			switch {
-			case r.next == 0 || !sequential:
-				r.next = chunkMin
-			case r.next < chunkMax:
-				r.next *= 2
-			}
-			r.cur.load(seg, pos, limit, r.next)
-			if !r.cur.holds(pos) {
-				return r.settle(seg, pos)
-			}
-		}
-		if end := r.cur.start + int64(r.cur.ok); r.prefetch && r.next >= chunkMax && end < limit {
-			r.startAhead(seg, end, limit, r.next)
-		}
-	}
-	known = known || pos == r.cur.start
-	i := int(pos - r.cur.start)
-	held := r.cur.ok - i // verified bytes from pos on (> 0: holds(pos))
-	if held < record.LogOverhead {
-		return r.settle(seg, pos)
-	}
-	total := record.LogOverhead + int(int32(binary.BigEndian.Uint32(r.cur.buf[i+8:])))
-	if total <= record.LogOverhead || total > held {
-		return r.settle(seg, pos)
-	}
-	b, err := record.Parse(r.cur.buf[i : i+total : i+total])
-	if err == nil && !known {
-		err = b.Verify()
-	}
-	if err != nil {
-		return r.settle(seg, pos)
-	}
-	r.end = pos + int64(total)
-	return b, nil
+	return r.rd.Batch(seg, pos, limit)
 }
-
-// settle reads the batch at pos with seg.ReadBatch (which verifies it, or
-// says what is wrong) for whatever the chunk does not hold verified.
-func (r *logChunk) settle(seg segmentReader, pos int64) (record.Batch, error) {
-	b, err := seg.ReadBatch(pos, nil)
-	if err != nil {
-		r.end = -1
-		return b, err
-	}
-	r.end = pos + int64(b.Size())
-	return b, nil
-}
-
-// startAhead loads chunks of size bytes of seg from end on in the
-// background, up to limit (a chunk without a verified batch, which the
-// caller settles, ends it too).
-func (r *logChunk) startAhead(seg segmentReader, end, limit int64, size int) {
-	if !r.ahead.idle() {
-		return
-	}
-	r.ahead.start(end, func(pos int64) (chunk, int64, bool) {
-		var c chunk
-		c.load(seg, pos, limit, size)
-		next := pos + int64(c.ok)
-		return c, next, c.ok > 0 && next < limit
-	}, releaseChunk)
-}
-
-func releaseChunk(c chunk) { c.release() }
 
 // free stops the loader, gives the buffers back and forgets the segment.
 func (r *logChunk) free() {
-	r.ahead.stop(releaseChunk)
-	r.cur.release()
-	r.seg, r.next, r.end = nil, 0, -1
+	if r.rd != nil {
+		r.rd.Free()
+	}
 }
 
 // abortedSet is the union of the aborted transactions of a partition's

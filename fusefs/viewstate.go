@@ -393,10 +393,11 @@ func (c *cursor) idle() {
 
 // read fills dest from view position off. It returns fewer bytes at the
 // end of the view (never waits for more) and stops early, with what it
-// has, when ctx is cancelled.
+// has, when ctx is cancelled. Each turn of its loop takes one step of the
+// cursor's stream: bytes rendered earlier (deliverPend), decoded records
+// (renderRecords), a raw batch (renderRaw) or the next batch (nextBatch).
 func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64) (int, error) {
 	n := 0
-	f := st.format
 	// sought is set once this call has sought: the cursor then stands at
 	// the last checkpoint at or before pos, the nearest there is, and only
 	// moves towards pos. A batch (or record) longer than the distance that
@@ -412,159 +413,25 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			sought = true
 			continue
 		}
-		if len(c.pend) > 0 {
-			if pos > c.next { // skipping to pos
-				k := min(int64(len(c.pend)), pos-c.next)
-				c.pend = c.pend[k:]
-				c.next += k
-				continue
-			}
-			k := copy(dest[n:], c.pend)
-			c.pend = c.pend[k:]
-			c.next += int64(k)
-			n += k
-			continue
+		step, err := stepOn, error(nil)
+		switch {
+		case len(c.pend) > 0:
+			n = c.deliverPend(dest, n, pos)
+		case c.ri < len(c.recs):
+			n = c.renderRecords(st.format, dest, n, pos)
+		case c.raw != nil:
+			n, step, err = st.renderRaw(c, dest, n, pos)
+		default:
+			step, err = st.nextBatch(ctx, c, n, pos)
 		}
-		if c.ri < len(c.recs) {
-			if pos > c.next {
-				// Skip whole records without rendering where their length
-				// is known; render the one holding pos into pend.
-				r := &c.recs[c.ri]
-				c.ri++
-				if c.txn && c.ab.aborted(c.pid, r.Offset) {
-					continue
-				}
-				if k, ok := f.renderedLen(r); ok && c.next+int64(k) <= pos {
-					c.next += int64(k)
-					continue
-				}
-				c.buf = f.appendRecord(c.buf[:0], r)
-				c.pend = c.buf
-				continue
-			}
-			// Render records in place while they surely fit; the first
-			// that may not goes to pend.
-			if !f.json && !c.txn {
-				k, m := f.putPlain(dest, n, c.recs[c.ri:])
-				c.next += int64(k - n)
-				n = k
-				c.ri += m
-				if c.ri < len(c.recs) && n < len(dest) {
-					c.buf = f.appendRecord(c.buf[:0], &c.recs[c.ri])
-					c.pend = c.buf
-					c.ri++
-				}
-				continue
-			}
-			for c.ri < len(c.recs) {
-				r := &c.recs[c.ri]
-				if c.txn && c.ab.aborted(c.pid, r.Offset) {
-					c.ri++
-					continue
-				}
-				if f.recordBound(r) > len(dest)-n {
-					if n == len(dest) {
-						break
-					}
-					c.ri++
-					c.buf = f.appendRecord(c.buf[:0], r)
-					c.pend = c.buf
-					break
-				}
-				c.ri++
-				k := len(f.appendRecord(dest[n:n:len(dest)], r))
-				n += k
-				c.next += int64(k)
-			}
-			continue
-		}
-		if c.raw != nil {
-			if pos == c.next {
-				k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft(), f.nullMarker)
-				c.next += int64(k - n)
-				n, c.rawP, c.rawDone = k, p, c.rawDone+m
-				if c.rawLeft() == 0 && c.rawP == len(c.raw) {
-					c.raw = nil
-					continue
-				}
-				if n == len(dest) {
-					break
-				}
-				if c.rawLeft() > 0 && c.pendRaw(f) {
-					continue
-				}
-			}
-			// A record putPlainRaw does not take (or that does not
-			// fit), a skip, or bytes after the last record: decode the
-			// rest of the batch.
-			batchPos := c.fpos - int64(c.rawB.Size())
-			if err := c.rawToRecs(); err != nil {
-				st.ps.logCorrupt(c.h.key.seg, batchPos, err)
-				return n, err
-			}
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			if n > 0 {
-				return n, nil
-			}
-			return 0, err
-		}
-		// The next batch.
-		if c.fpos >= c.h.limit {
-			if c.h.bad != nil {
-				// A sequential reader reached corruption: it fails here
-				// rather than skip to the next segment.
-				if n > 0 {
-					return n, nil
-				}
-				return 0, c.h.bad
-			}
-			h, i, ok, err := st.find(pos)
-			if err != nil {
-				if n > 0 {
-					return n, nil
-				}
-				return 0, err
-			}
-			if !ok {
-				break
-			}
-			if i != c.seg {
-				if !st.seek(ctx, c, pos) {
-					break
-				}
-				sought = true
-				continue
-			}
-			c.h = h // the segment grew since the cursor saw it
-			if c.fpos >= h.limit {
-				break
-			}
-		}
-		b, err := c.rd.batch(c.h.key.seg, c.fpos, c.h.limit)
 		if err != nil {
-			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
 			return n, err
 		}
-		c.recs, c.ri = c.recs[:0], 0
-		if !b.IsControl() {
-			c.ab = st.abSet()
-			c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
-			if !c.txn && rawEligible(&b, f) {
-				c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
-				c.fpos += int64(b.Size())
-				continue
-			}
-			recs, dec, err := b.RecordsInto(c.sc.recs[:0], c.sc.dec)
-			c.sc.recs, c.sc.dec = recs[:0], dec
-			if err != nil {
-				st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
-				return n, err
-			}
-			c.recs = recs
+		if step == stepSought {
+			sought = true
+		} else if step == stepDone {
+			break
 		}
-		c.fpos += int64(b.Size())
 	}
 	if c.err != nil {
 		err := c.err
@@ -572,6 +439,199 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 		return n, err
 	}
 	return n, nil
+}
+
+// readStep says how read goes on after a step of the cursor.
+type readStep int
+
+const (
+	stepOn     readStep = iota // go on filling dest
+	stepDone                   // stop: dest holds what there is for now
+	stepSought                 // the cursor sought (read seeks no more this call)
+)
+
+// deliverPend copies the rendered bytes in c.pend to dest[n:] (or skips
+// them up to pos, when the cursor stands before it) and returns the new n.
+func (c *cursor) deliverPend(dest []byte, n int, pos int64) int {
+	if pos > c.next { // skipping to pos
+		k := min(int64(len(c.pend)), pos-c.next)
+		c.pend = c.pend[k:]
+		c.next += k
+		return n
+	}
+	k := copy(dest[n:], c.pend)
+	c.pend = c.pend[k:]
+	c.next += int64(k)
+	return n + k
+}
+
+// renderRecords renders the current batch's decoded records c.recs[c.ri:]
+// into dest[n:] (the first that may not fit into pend), or skips them up
+// to pos, and returns the new n.
+func (c *cursor) renderRecords(f viewFormat, dest []byte, n int, pos int64) int {
+	if pos > c.next {
+		c.skipRecord(f, pos)
+		return n
+	}
+	// Render records in place while they surely fit; the first that may
+	// not goes to pend.
+	if !f.json && !c.txn {
+		k, m := f.putPlain(dest, n, c.recs[c.ri:])
+		c.next += int64(k - n)
+		n = k
+		c.ri += m
+		if c.ri < len(c.recs) && n < len(dest) {
+			c.buf = f.appendRecord(c.buf[:0], &c.recs[c.ri])
+			c.pend = c.buf
+			c.ri++
+		}
+		return n
+	}
+	for c.ri < len(c.recs) {
+		r := &c.recs[c.ri]
+		if c.txn && c.ab.aborted(c.pid, r.Offset) {
+			c.ri++
+			continue
+		}
+		if f.recordBound(r) > len(dest)-n {
+			if n == len(dest) {
+				break
+			}
+			c.ri++
+			c.buf = f.appendRecord(c.buf[:0], r)
+			c.pend = c.buf
+			break
+		}
+		c.ri++
+		k := len(f.appendRecord(dest[n:n:len(dest)], r))
+		n += k
+		c.next += int64(k)
+	}
+	return n
+}
+
+// skipRecord moves the cursor over the next record towards pos: without
+// rendering it where its length is known and it ends at or before pos,
+// else rendering it into pend (which deliverPend then skips into).
+func (c *cursor) skipRecord(f viewFormat, pos int64) {
+	r := &c.recs[c.ri]
+	c.ri++
+	if c.txn && c.ab.aborted(c.pid, r.Offset) {
+		return
+	}
+	if k, ok := f.renderedLen(r); ok && c.next+int64(k) <= pos {
+		c.next += int64(k)
+		return
+	}
+	c.buf = f.appendRecord(c.buf[:0], r)
+	c.pend = c.buf
+}
+
+// renderRaw renders the raw batch's records straight from its bytes into
+// dest[n:] (putPlainRaw) while the cursor stands at pos; a record it does
+// not take (or that does not fit), a skip, or bytes after the last record
+// make it decode the rest of the batch into c.recs instead.
+func (st *viewState) renderRaw(c *cursor, dest []byte, n int, pos int64) (int, readStep, error) {
+	f := st.format
+	if pos == c.next {
+		k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft(), f.nullMarker)
+		c.next += int64(k - n)
+		n, c.rawP, c.rawDone = k, p, c.rawDone+m
+		if c.rawLeft() == 0 && c.rawP == len(c.raw) {
+			c.raw = nil
+			return n, stepOn, nil
+		}
+		if n == len(dest) {
+			return n, stepDone, nil
+		}
+		if c.rawLeft() > 0 && c.pendRaw(f) {
+			return n, stepOn, nil
+		}
+	}
+	batchPos := c.fpos - int64(c.rawB.Size())
+	if err := c.rawToRecs(); err != nil {
+		st.ps.logCorrupt(c.h.key.seg, batchPos, err)
+		return n, stepOn, err
+	}
+	return n, stepOn, nil
+}
+
+// nextBatch moves the cursor (with n bytes in dest, at view position pos)
+// to the next batch of its segment and readies its records: raw for
+// putPlainRaw, else decoded into c.recs. At the end of what the cursor
+// knows of its segment it looks again (endOfSegment). A failure with
+// bytes in dest ends the read with them (stepDone) and fails the next.
+func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64) (readStep, error) {
+	if err := ctx.Err(); err != nil {
+		return keepRead(n, err)
+	}
+	if c.fpos >= c.h.limit {
+		if step, err := st.endOfSegment(ctx, c, n, pos); step != stepOn || err != nil {
+			return step, err
+		}
+	}
+	b, err := c.rd.batch(c.h.key.seg, c.fpos, c.h.limit)
+	if err != nil {
+		st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+		return stepOn, err
+	}
+	c.recs, c.ri = c.recs[:0], 0
+	if !b.IsControl() {
+		c.ab = st.abSet()
+		c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
+		if !c.txn && rawEligible(&b, st.format) {
+			c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
+			c.fpos += int64(b.Size())
+			return stepOn, nil
+		}
+		recs, dec, err := b.RecordsInto(c.sc.recs[:0], c.sc.dec)
+		c.sc.recs, c.sc.dec = recs[:0], dec
+		if err != nil {
+			st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+			return stepOn, err
+		}
+		c.recs = recs
+	}
+	c.fpos += int64(b.Size())
+	return stepOn, nil
+}
+
+// endOfSegment handles a cursor at the end of the batches it knows of its
+// segment (c.h.limit): corruption there fails the read (a sequential
+// reader never skips past it), a segment grown since is taken in, and pos
+// in a later segment makes the cursor seek there. stepOn: a batch follows
+// at c.fpos.
+func (st *viewState) endOfSegment(ctx context.Context, c *cursor, n int, pos int64) (readStep, error) {
+	if c.h.bad != nil {
+		return keepRead(n, c.h.bad)
+	}
+	h, i, ok, err := st.find(pos)
+	if err != nil {
+		return keepRead(n, err)
+	}
+	if !ok {
+		return stepDone, nil
+	}
+	if i != c.seg {
+		if !st.seek(ctx, c, pos) {
+			return stepDone, nil
+		}
+		return stepSought, nil
+	}
+	c.h = h // the segment grew since the cursor saw it
+	if c.fpos >= h.limit {
+		return stepDone, nil
+	}
+	return stepOn, nil
+}
+
+// keepRead is how a read with n bytes in dest meets err: it returns those
+// bytes (the next read meets err again), or err when it has none.
+func keepRead(n int, err error) (readStep, error) {
+	if n > 0 {
+		return stepDone, nil
+	}
+	return stepOn, err
 }
 
 // seek moves c to the checkpoint at or before view position pos; false at

@@ -532,25 +532,18 @@ func (c *partitionChecker) checkBatches(s *segmentFiles, f io.ReaderAt, size, pr
 	var (
 		batches []batchInfo
 		pos     int64
-		buf     []byte
 		recs    []record.Record
 	)
-	for {
-		b, err := record.ReadAt(f, pos, size, buf)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	// The batches come through the engine's batch reader (large checked
+	// reads, the next one loaded ahead); where it has no verified batch,
+	// badBatch reads the bytes there alone to say what is wrong with them.
+	rd := engine.NewSegmentReader(engine.SegmentReaderOptions{Prefetch: true})
+	defer rd.Free()
+	src := engine.FileBatches(f, size)
+	for pos < size {
+		b, err := rd.Batch(src, pos, size)
 		if err != nil {
-			what := "corrupt batch"
-			if errors.Is(err, record.ErrTruncated) {
-				what = "partial batch at the end of the log"
-			}
-			c.problem(s.log, pos, "%s (the check of this segment stops here, %d bytes before its end; the repair plan below says what is intact): %v", what, size-pos, err)
-			break
-		}
-		buf = b.Raw[:cap(b.Raw)]
-		if err := b.Verify(); err != nil {
-			c.problem(s.log, pos, "batch fails verification (the check of this segment stops here): %v", err)
+			c.badBatch(f, s.log, pos, size, err)
 			break
 		}
 		recs, err = b.Records(recs[:0])
@@ -618,6 +611,26 @@ func (c *partitionChecker) checkBatch(s *segmentFiles, pos int64, b *record.Batc
 		info.recMaxTs = max(info.recMaxTs, r.Timestamp)
 	}
 	return info, ok
+}
+
+// badBatch reports the problem at pos of the .log at path (valid bytes up
+// to size), where the batch reader returned err: the entry there read
+// alone says whether it is cut short, corrupt or fails its CRC.
+func (c *partitionChecker) badBatch(f io.ReaderAt, path string, pos, size int64, err error) {
+	b, rerr := record.ReadAt(f, pos, size, nil)
+	if rerr == nil {
+		if verr := b.Verify(); verr != nil {
+			c.problem(path, pos, "batch fails verification (the check of this segment stops here): %v", verr)
+			return
+		}
+	} else {
+		err = rerr
+	}
+	what := "corrupt batch"
+	if errors.Is(err, record.ErrTruncated) {
+		what = "partial batch at the end of the log"
+	}
+	c.problem(path, pos, "%s (the check of this segment stops here, %d bytes before its end; the repair plan below says what is intact): %v", what, size-pos, err)
 }
 
 // batchAt returns the index of the batch starting at pos, or -1.

@@ -393,6 +393,10 @@ func (d *dumper) dumpLog(path string) {
 		lastOff int64 = -1
 		abs           = absPath(path)
 	)
+	// A raw scan, not the engine's batch reader (engine.SegmentReader, which
+	// check uses): dump prints every entry it can frame, a batch whose CRC
+	// fails too (isValid: false), as kafka-dump-log does, and the reader
+	// returns verified batches only.
 	for {
 		b, err := record.ReadAt(f, pos, size, buf)
 		if errors.Is(err, record.ErrTruncated) && !partialBatch(f, pos, size) {

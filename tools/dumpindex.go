@@ -156,6 +156,8 @@ func (d *dumper) dumpIndex(path string) {
 	defer lf.Close()
 	abs := absPath(path)
 	var buf []byte
+	// Raw reads, as in dumpLog (not engine.SegmentReader): dump reports
+	// what the files hold, a batch whose CRC fails too, as Kafka's tool does.
 	for _, e := range entries {
 		b, err := record.ReadAt(lf, e.pos, logSize, buf)
 		logOffset := int64(-1)
