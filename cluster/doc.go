@@ -26,8 +26,8 @@
 //   - Stats (StatsJSON) show offsets, leader, epoch, replicas, ISR, size
 //     (DescribeLogDirs where allowed) and replication health in words.
 //   - Reads (Partition.Snapshot) come from a local read-through copy of
-//     what was fetched (cluster/mirror.go, cluster/fetch.go; until those
-//     are wired, Snapshot fails with errors.ErrUnsupported).
+//     what was fetched (the Mirror, under Options.CacheDir: mirror.go,
+//     fetch.go; mirror_doc.go says what a view's size is and costs).
 //   - An append that times out (delivery.timeout.ms) has an unknown
 //     outcome, as with any Kafka producer: records already sent may still
 //     be appended, once, when the cluster answers.
@@ -35,9 +35,9 @@
 // Secrets (sasl.password) never appear in errors, logs, stats or config
 // text: Security and Secret print [redacted].
 //
-// Owns: the Kafka-cluster backend, its security configuration and its
-// local state directory. Imports: backend, engine/record (and
-// engine/index, through backend), franz-go (kgo, kmsg, kerr, sasl). Must
-// not import: fusefs, go-fuse, engine (its internals), policies,
-// internal/... (internal/archtest).
+// Owns: the Kafka-cluster backend, its security configuration, its local
+// state directory and its cache of fetched batches. Imports: backend,
+// engine/... (the public API only: the Mirror keeps its copy in engine
+// partitions), franz-go (kgo, kmsg, kerr, sasl). Must not import: fusefs,
+// go-fuse, policies, internal/... (internal/archtest).
 package cluster
