@@ -525,44 +525,8 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 			c.problem(s.log, pos, "records do not decode (the check of this segment stops here): %v", err)
 			break
 		}
-		info := batchInfo{pos: pos, base: b.BaseOffset, last: b.LastOffset(), maxTs: b.MaxTimestamp, recMaxTs: -1, control: b.IsControl()}
-		if b.Magic < 2 && len(recs) > 0 {
-			info.base = recs[0].Offset
-		}
-		if info.control {
-			if t, err := b.ControlType(); err == nil && t == record.ControlAbort {
-				info.abort = true
-			}
-		}
-		bad := false
-		if info.base <= prevLast {
-			c.problem(s.log, pos, "batch offsets %d..%d do not follow the previous last offset %d", info.base, info.last, prevLast)
-			bad = true
-		}
-		if info.base < s.base {
-			c.problem(s.log, pos, "batch base offset %d is below the segment's base offset %d", info.base, s.base)
-			bad = true
-		}
-		if info.last < info.base {
-			c.problem(s.log, pos, "batch last offset %d is below its base offset %d", info.last, info.base)
-			bad = true
-		}
-		if info.last-s.base > math.MaxInt32 {
-			c.problem(s.log, pos, "offset %d does not fit a relative offset of segment %d", info.last, s.base)
-			bad = true
-		}
-		prevRec := info.base - 1
-		for i := range recs {
-			r := &recs[i]
-			if r.Offset <= prevRec || r.Offset > info.last {
-				c.problem(s.log, pos, "record offset %d out of order or outside the batch's %d..%d", r.Offset, info.base, info.last)
-				bad = true
-				break
-			}
-			prevRec = r.Offset
-			info.recMaxTs = max(info.recMaxTs, r.Timestamp)
-		}
-		if bad {
+		info, ok := c.checkBatchOffsets(s, pos, &b, recs, prevLast)
+		if !ok {
 			break
 		}
 		if rep.FirstOffset < 0 && len(recs) > 0 {
@@ -587,6 +551,51 @@ func (c *partitionChecker) checkSegment(s *segmentFiles, prevLast int64) int64 {
 		c.checkTxnIndex(s, batches)
 	}
 	return prevLast
+}
+
+// checkBatchOffsets checks the offsets of batch b at pos of segment s, whose
+// records are recs, against the batch before it (last offset prevLast) and
+// the segment's base, reports what is wrong, and returns what the index
+// checks need of the batch; ok is false when a problem was reported.
+func (c *partitionChecker) checkBatchOffsets(s *segmentFiles, pos int64, b *record.Batch, recs []record.Record, prevLast int64) (batchInfo, bool) {
+	info := batchInfo{pos: pos, base: b.BaseOffset, last: b.LastOffset(), maxTs: b.MaxTimestamp, recMaxTs: -1, control: b.IsControl()}
+	if b.Magic < 2 && len(recs) > 0 {
+		info.base = recs[0].Offset
+	}
+	if info.control {
+		if t, err := b.ControlType(); err == nil && t == record.ControlAbort {
+			info.abort = true
+		}
+	}
+	bad := false
+	if info.base <= prevLast {
+		c.problem(s.log, pos, "batch offsets %d..%d do not follow the previous last offset %d", info.base, info.last, prevLast)
+		bad = true
+	}
+	if info.base < s.base {
+		c.problem(s.log, pos, "batch base offset %d is below the segment's base offset %d", info.base, s.base)
+		bad = true
+	}
+	if info.last < info.base {
+		c.problem(s.log, pos, "batch last offset %d is below its base offset %d", info.last, info.base)
+		bad = true
+	}
+	if info.last-s.base > math.MaxInt32 {
+		c.problem(s.log, pos, "offset %d does not fit a relative offset of segment %d", info.last, s.base)
+		bad = true
+	}
+	prevRec := info.base - 1
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset <= prevRec || r.Offset > info.last {
+			c.problem(s.log, pos, "record offset %d out of order or outside the batch's %d..%d", r.Offset, info.base, info.last)
+			bad = true
+			break
+		}
+		prevRec = r.Offset
+		info.recMaxTs = max(info.recMaxTs, r.Timestamp)
+	}
+	return info, !bad
 }
 
 // badBatch reports the problem at pos of the .log at path (valid bytes up
