@@ -108,8 +108,10 @@ func NewSegmentReader(opts SegmentReaderOptions) *SegmentReader {
 }
 
 // Batch returns the verified batch at file position pos of src, whose
-// bytes below limit are committed (pos must be below limit). It may hold
-// bytes at or past limit only as far as ReadBatch finds a batch there.
+// bytes below limit are committed: the chunks read below limit only. A pos
+// outside [0, limit), and anything the chunks do not hold verified, is
+// src.ReadBatch's to answer. Another src than the last call's starts afresh
+// (Free).
 func (r *SegmentReader) Batch(src BatchSource, pos, limit int64) (record.Batch, error) {
 	if src != r.src {
 		r.Free()
