@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,6 +89,10 @@ type Cluster struct {
 	defaults  localSettings
 	conn      *connWatch
 	maxBytes  sync.Map // topic name → int32 max.message.bytes, for the producer
+	// checking is set while Open checks the cluster: the client's
+	// warnings (a refused connection, say) are then debug lines, since
+	// a failed check ends in one error that names the cause.
+	checking atomic.Bool
 
 	prodMu   sync.Mutex
 	producer *producer              // appends
@@ -295,6 +300,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.checking.Store(true)
 	if c.client, err = kgo.NewClient(kopts...); err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidConfig, err)
 	}
@@ -302,6 +308,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		c.closeClients()
 		return nil, err
 	}
+	c.checking.Store(false)
 	c.stateDir = filepath.Join(o.StateDir, "clusters", safeName(c.clusterID))
 	if err := os.MkdirAll(filepath.Join(c.stateDir, "topics"), 0o700); err != nil {
 		c.closeClients()
@@ -334,7 +341,7 @@ func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 	}
 	return append(sec,
 		kgo.SeedBrokers(o.Bootstrap...),
-		kgo.WithLogger(kgoLogger{c.log}),
+		kgo.WithLogger(kgoLogger{c.log, &c.checking}),
 		kgo.WithHooks(c.conn),
 		kgo.RequestTimeoutOverhead(o.RequestTimeout),
 		kgo.RetryTimeout(o.RequestTimeout),
@@ -500,14 +507,21 @@ func (c *Cluster) closeClients() error {
 	}
 }
 
-// kgoLogger hands the client's warnings and errors to slog.
-type kgoLogger struct{ log *slog.Logger }
+// kgoLogger hands the client's warnings and errors to slog, as debug
+// lines while quiet is set.
+type kgoLogger struct {
+	log   *slog.Logger
+	quiet *atomic.Bool
+}
 
 func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	lv := slog.LevelWarn
-	if level == kgo.LogLevelError {
+	switch {
+	case l.quiet.Load():
+		lv = slog.LevelDebug
+	case level == kgo.LogLevelError:
 		lv = slog.LevelError
 	}
 	l.log.Log(context.Background(), lv, "cluster: kgo: "+msg, keyvals...)

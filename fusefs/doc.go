@@ -97,6 +97,10 @@
 // invalidation can leave the process unkillable), so tail -f sees a new
 // record within its one-second poll; close(2) of an append file waits
 // (bounded) for that round, so "echo x >> append; cat records" is exact.
+// An open view whose backend cannot be asked (a cluster with no broker
+// reachable, a request timed out) keeps what it holds: fstat(2) shows its
+// size and reads end there, so tail -f survives an outage of the cluster
+// and follows again once it is back (keepsHeld).
 // Corruption found while indexing or reading stops that segment: readers
 // get every good byte before it and then EIO, views starting after it read
 // normally, and the log names the segment and position. Aborted

@@ -2,7 +2,7 @@ package fusefs
 
 import (
 	"context"
-	"github.com/topicfs/topicfs/backend"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/backend"
 )
 
 type viewKind int
@@ -133,6 +135,21 @@ func (v *viewNode) attrsSeen() bool {
 	return v.mu.seen
 }
 
+// keepsHeld reports whether an open view, failing to take in what was
+// appended since with err, goes on with what it holds: when the backend
+// cannot be asked now (a cluster with no broker reachable, a request
+// timed out). The view then stops growing until the cluster answers
+// (the notifier refreshes it), instead of failing stat(2) and read(2) of
+// a file already open: tail -f would give up on it for good.
+func (v *viewNode) keepsHeld(op string, err error) bool {
+	if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, backend.ErrTimedOut) {
+		return false
+	}
+	v.fsys.log.Debug("fusefs: open view not refreshed, showing what it holds", "op", op,
+		"topic", v.loc.topic, "partition", v.loc.id, "err", err)
+	return true
+}
+
 // openState returns the state while the view is open, else nil.
 func (v *viewNode) openState() *viewState {
 	v.mu.Lock()
@@ -146,7 +163,7 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	var size int64
 	if st := v.openState(); st != nil {
 		_, s, err := st.refresh(ctx)
-		if err != nil {
+		if err != nil && !v.keepsHeld("getattr", err) {
 			return v.fsys.errno("getattr", err)
 		}
 		size = s
@@ -353,7 +370,7 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 	}
 	if off >= st.size() {
 		// Past what the kernel knows: take in appends first (never wait).
-		if _, _, err := st.refresh(ctx); err != nil {
+		if _, _, err := st.refresh(ctx); err != nil && !v.keepsHeld("read", err) {
 			return nil, v.fsys.errno("read", err)
 		}
 	}

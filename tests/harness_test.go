@@ -510,6 +510,13 @@ func (b *lockedBuffer) WriteLine(s string) {
 	b.buf.WriteByte('\n')
 }
 
+// Write makes the buffer an io.Writer (a child process's stdout).
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
