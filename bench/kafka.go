@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -154,41 +156,70 @@ func (k *kafka) newProducer() (*kgo.Client, error) {
 	)
 }
 
+// produceChunk is how much of the file produceFile reads at a time: what
+// cat writes to an append file per write(2) (its st_blksize).
+const produceChunk = 1 << 20
+
 // produceFile sends every '\n'-terminated line of the file at path as a
-// value-only record to topic's partition 0, all at once (the client
-// batches and keeps up to five requests in flight per broker), and
-// returns the number of records once every one is acknowledged.
+// value-only record to topic's partition 0, as a program streaming a file
+// into Kafka would: it reads the file a chunk at a time into a buffer of
+// its own (which the chunk's records alias until acknowledged), produces
+// each line without waiting (the client batches and keeps up to five
+// requests in flight per broker), and returns the number of records once
+// every one is acknowledged (one Flush at the end).
 func produceFile(ctx context.Context, cl *kgo.Client, topic, path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
-	recs := make([]kgo.Record, 0, bytes.Count(b, []byte{'\n'}))
-	for rest := b; len(rest) > 0; {
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			return 0, fmt.Errorf("%s does not end with a newline", path)
-		}
-		recs = append(recs, kgo.Record{Topic: topic, Value: rest[:i:i]})
-		rest = rest[i+1:]
-	}
-	var once sync.Once
+	defer f.Close()
+	var mu sync.Mutex
 	var first error
 	done := func(_ *kgo.Record, err error) {
 		if err != nil {
-			once.Do(func() { first = err })
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
 		}
 	}
-	for i := range recs {
-		cl.Produce(ctx, &recs[i], done)
+	var n int64
+	var carry []byte // the begun line at the end of the last chunk
+	for eof := false; !eof; {
+		buf := append(make([]byte, 0, len(carry)+produceChunk), carry...)
+		m, err := io.ReadFull(f, buf[len(buf):cap(buf)])
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			eof = true
+		case err != nil:
+			return 0, err
+		}
+		buf = buf[:len(buf)+m]
+		end := bytes.LastIndexByte(buf, '\n') + 1
+		lines := buf[:end]
+		carry = buf[end:]
+		recs := make([]kgo.Record, 0, bytes.Count(lines, []byte{'\n'}))
+		for len(lines) > 0 {
+			i := bytes.IndexByte(lines, '\n')
+			recs = append(recs, kgo.Record{Topic: topic, Value: lines[:i:i]})
+			lines = lines[i+1:]
+		}
+		for i := range recs {
+			cl.Produce(ctx, &recs[i], done)
+		}
+		n += int64(len(recs))
+	}
+	if len(carry) > 0 {
+		return 0, fmt.Errorf("%s does not end with a newline", path)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return 0, err
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if first != nil {
 		return 0, fmt.Errorf("produce to %s: %w", topic, first)
 	}
-	return int64(len(recs)), nil
+	return n, nil
 }
 
 // newConsumer is a plain franz-go consumer of topic's partition 0 from

@@ -22,7 +22,8 @@ func TestKafkaBaselines(t *testing.T) {
 	require.NoError(t, err)
 	defer k.close()
 	path := filepath.Join(t.TempDir(), "lines")
-	n, err := newPool(5).writeLines(path, 200_000, viewValueSize+1)
+	// Past two chunks, whose ends fall inside lines.
+	n, err := newPool(5).writeLines(path, produceChunk*5/2, viewValueSize+1)
 	require.NoError(t, err)
 	file, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -32,7 +33,7 @@ func TestKafkaBaselines(t *testing.T) {
 	require.Error(t, k.checkEnd(ctx, "t", n+1), "a wrong count is noticed")
 
 	var out bytes.Buffer
-	d, err := kgoReadOnce(ctx, k, "t", n, &out)
+	d, _, err := kgoReadOnce(ctx, k, "t", n, &out)
 	require.NoError(t, err)
 	assert.Positive(t, d)
 	assert.Equal(t, file, out.Bytes())
