@@ -30,15 +30,6 @@ func clusterAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 		return nil, err
 	}
 	defer k.close()
-	m, err := r.startClusterMount(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if serr := m.stop(); err == nil {
-			err = serr
-		}
-	}()
 	prod, err := k.newProducer()
 	if err != nil {
 		return nil, err
@@ -46,18 +37,24 @@ func clusterAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 	defer prod.Close()
 	var best, bestBase time.Duration
 	var cpu, cpuBase cpuUse
-	for rep := range r.targetReps() {
-		// Each run appends to new topics, deleted afterwards: kfake keeps
-		// every record in memory.
-		d, c, err := kgoAppendOnce(ctx, k, prod, fmt.Sprintf("kgo%d", rep), lines, n)
-		if err != nil {
-			return nil, err
+	err = r.withClusterMount(ctx, k, func(m *mountProc) error {
+		for rep := range r.targetReps() {
+			// Each run appends to new topics, deleted afterwards: kfake
+			// keeps every record in memory.
+			d, c, err := kgoAppendOnce(ctx, k, prod, fmt.Sprintf("kgo%d", rep), lines, n)
+			if err != nil {
+				return err
+			}
+			bestBase, cpuBase = least(bestBase, d), cpuBase.least(c)
+			if d, c, err = catAppendOnce(ctx, k, m, fmt.Sprintf("cat%d", rep), lines, n); err != nil {
+				return err
+			}
+			best, cpu = least(best, d), cpu.least(c)
 		}
-		bestBase, cpuBase = least(bestBase, d), cpuBase.least(c)
-		if d, c, err = catAppendOnce(ctx, k, m, fmt.Sprintf("cat%d", rep), lines, n); err != nil {
-			return nil, err
-		}
-		best, cpu = least(best, d), cpu.least(c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	row := Row{
 		Workload: "cluster-append",
@@ -217,17 +214,18 @@ type clusterReadRun struct {
 	cpu        cpuUse // of the cold cat
 }
 
-// The view must then hold want (the lines the baseline rendered).
+// clusterReadOnce mounts k anew and reads topic's view cold, then warm;
+// the view must then hold want (the lines the baseline rendered).
 func (r *runner) clusterReadOnce(ctx context.Context, k *kafka, topic string, want []byte) (run clusterReadRun, err error) {
-	m, err := r.startClusterMount(ctx, k)
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		if serr := m.stop(); err == nil {
-			err = serr
-		}
-	}()
+	err = r.withClusterMount(ctx, k, func(m *mountProc) error {
+		run, err = readViewTwice(ctx, m, topic, want)
+		return err
+	})
+	return run, err
+}
+
+// readViewTwice is clusterReadOnce on the mount m.
+func readViewTwice(ctx context.Context, m *mountProc, topic string, want []byte) (run clusterReadRun, err error) {
 	// Nothing looks at the view before the timed cat: its size alone
 	// needs the whole partition in the local copy.
 	view := m.path(topic, "0", "records")
@@ -366,20 +364,15 @@ func clusterOffset(ctx context.Context, r *runner) (rows []Row, err error) {
 		return nil, err
 	}
 	defer k.close()
-	m, err := r.startClusterMount(ctx, k)
+	const warmup = 5
+	var mount []time.Duration
+	err = r.withClusterMount(ctx, k, func(m *mountProc) (err error) {
+		path := m.path(topic, "0", "by-offset", fmt.Sprint(-tailN))
+		mount, err = latencies(ctx, r.sizes.ClusterOpens, warmup, func() error { return readTail(path) })
+		return errorf("by-offset", err)
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer func() {
-		if serr := m.stop(); err == nil {
-			err = serr
-		}
-	}()
-	const warmup = 5
-	path := m.path(topic, "0", "by-offset", fmt.Sprint(-tailN))
-	mount, err := latencies(ctx, r.sizes.ClusterOpens, warmup, func() error { return readTail(path) })
-	if err != nil {
-		return nil, errorf("by-offset", err)
 	}
 	tl, err := k.newTail(ctx, topic)
 	if err != nil {

@@ -56,18 +56,27 @@ func (k *kafka) close() {
 	k.kc.Close()
 }
 
-// startClusterMount mounts k (`BIN mount --bootstrap-server ... MNT`) with
-// state and cache directories of its own (a cold local copy), topics made
-// by mkdir having one partition and kafkaReplicas replicas.
-func (r *runner) startClusterMount(ctx context.Context, k *kafka) (*mountProc, error) {
+// withClusterMount mounts k (`BIN mount --bootstrap-server ... MNT`) with
+// state and cache directories of its own (an empty local copy), topics
+// made by mkdir having one partition and kafkaReplicas replicas, runs fn
+// with the mount and unmounts it, whatever fn returned.
+func (r *runner) withClusterMount(ctx context.Context, k *kafka, fn func(*mountProc) error) error {
 	xdg, err := os.MkdirTemp(r.root, "xdg-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	env := []string{"XDG_STATE_HOME=" + xdg + "/state", "XDG_CACHE_HOME=" + xdg + "/cache"}
 	flags := []string{"--bootstrap-server", strings.Join(k.kc.ListenAddrs(), ",")}
 	config := map[string]string{"num.partitions": "1", "replication.factor": fmt.Sprint(kafkaReplicas)}
-	return r.launch(ctx, "", env, flags, config)
+	m, err := r.launch(ctx, "", env, flags, config)
+	if err != nil {
+		return err
+	}
+	err = fn(m)
+	if serr := m.stop(); err == nil {
+		err = serr
+	}
+	return err
 }
 
 // createTopic creates topic with one partition of kafkaReplicas replicas.
