@@ -81,7 +81,7 @@ func (r *runner) launch(ctx context.Context, data string, env, flags []string, c
 
 // mountArgsEnv names an environment variable whose white-space separated
 // words are added to every `topicfs mount` the benchmarks start, e.g.
-// "--metrics-addr 127.0.0.1:6061" to profile the mount of a workload with
+// "--metrics-addr 127.0.0.1:6061 --pprof" to profile the mount of a workload with
 // go tool pprof http://127.0.0.1:6061/debug/pprof/profile while it runs.
 const mountArgsEnv = "TOPICFS_BENCH_MOUNT_ARGS"
 
