@@ -26,6 +26,10 @@ type Sizes struct {
 	RSSRead     int64 // partition read end to end before the RSS figure
 	Segments    int   // segments of the mount-time partition
 	CleanKeys   int64 // distinct keys for the cleaner and the RSS-after-cleaning rows
+	// The cluster rows (a mount of an in-process kfake cluster).
+	ClusterAppend int64 // bytes of the file of 100-byte lines cat'd into a cluster topic's append
+	ClusterRead   int64 // bytes of 100-byte lines in the topic the cluster read and by-offset rows read
+	ClusterOpens  int   // by-offset/-10 reads timed, and as many tails by the baseline consumer
 }
 
 // DefaultSizes finish in a few minutes on 2 cores.
@@ -38,6 +42,10 @@ var DefaultSizes = Sizes{
 	RSSRead:     4 << 30,
 	Segments:    10000,
 	CleanKeys:   10_000_000,
+
+	ClusterAppend: 32 << 20,
+	ClusterRead:   32 << 20,
+	ClusterOpens:  200,
 }
 
 // QuickSizes keep the whole table under about a minute (CI).
@@ -50,6 +58,10 @@ var QuickSizes = Sizes{
 	RSSRead:     64 << 20,
 	Segments:    500,
 	CleanKeys:   100_000,
+
+	ClusterAppend: 4 << 20,
+	ClusterRead:   4 << 20,
+	ClusterOpens:  50,
 }
 
 // sizeKeys maps the --sizes keys to their fields; byte sizes take K/M/G/KiB/MiB/GiB suffixes.
@@ -69,6 +81,9 @@ var sizeKeys = []sizeKey{
 	{"rss-read", true, func(s *Sizes) any { return &s.RSSRead }, "partition read end to end before measuring RSS"},
 	{"segments", false, func(s *Sizes) any { return &s.Segments }, "segments of the mount-time partition"},
 	{"keys", false, func(s *Sizes) any { return &s.CleanKeys }, "distinct keys cleaned"},
+	{"cluster-append", true, func(s *Sizes) any { return &s.ClusterAppend }, "bytes cat'd into a cluster topic's append"},
+	{"cluster-read", true, func(s *Sizes) any { return &s.ClusterRead }, "cluster topic read by cat records and by-offset/-10"},
+	{"cluster-opens", false, func(s *Sizes) any { return &s.ClusterOpens }, "by-offset/-10 reads timed"},
 }
 
 // SizesHelp describes the keys ParseSizes accepts.
@@ -185,8 +200,13 @@ func (o *Options) sizes() Sizes {
 	fill(&s.OffsetLarge, d.OffsetLarge)
 	fill(&s.RSSRead, d.RSSRead)
 	fill(&s.CleanKeys, d.CleanKeys)
+	fill(&s.ClusterAppend, d.ClusterAppend)
+	fill(&s.ClusterRead, d.ClusterRead)
 	if s.Opens <= 0 {
 		s.Opens = d.Opens
+	}
+	if s.ClusterOpens <= 0 {
+		s.ClusterOpens = d.ClusterOpens
 	}
 	if s.Segments <= 0 {
 		s.Segments = d.Segments
@@ -211,6 +231,9 @@ var workloads = []workload{
 	{name: "mount-offset", mount: true, run: mountOffset},
 	{name: "mount-rss", mount: true, run: mountRSS},
 	{name: "mount-time", mount: true, run: mountTime},
+	{name: "cluster-append", mount: true, run: clusterAppend},
+	{name: "cluster-read", mount: true, run: clusterRead},
+	{name: "cluster-offset", mount: true, run: clusterOffset},
 }
 
 // WorkloadNames lists the workloads in run order.

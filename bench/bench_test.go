@@ -98,6 +98,8 @@ func TestParseSizes(t *testing.T) {
 		{name: "counts are decimal", spec: "keys=10M, segments=500,opens=2k",
 			want: Sizes{CleanKeys: 10_000_000, Segments: 500, Opens: 2000}},
 		{name: "plain bytes", spec: "rss-read=4096", want: Sizes{RSSRead: 4096}},
+		{name: "cluster", spec: "cluster-append=64MiB,cluster-read=1G,cluster-opens=1k",
+			want: Sizes{ClusterAppend: 64 << 20, ClusterRead: 1 << 30, ClusterOpens: 1000}},
 		{name: "unknown key", spec: "nope=1", err: `unknown key "nope"`},
 		{name: "not key=value", spec: "append", err: "not key=value"},
 		{name: "bad number", spec: "append=lots", err: "want a positive number of bytes"},

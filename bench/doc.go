@@ -29,12 +29,24 @@
 //	                (next to the configured dedupe buffer)
 //	mount-time      mount over many segments after a clean shutdown and after
 //	                kill -9; baseline: ls -l of the partition directory
+//	cluster-append  cat FILE > TOPIC/0/append on a mounted cluster; baseline: a
+//	                franz-go producer sending the same lines (acks=all, idempotent)
+//	cluster-read    cat TOPIC/0/records on a fresh mount (the local copy empty),
+//	                then again (the copy local); baseline: a franz-go consumer
+//	                rendering the same lines from the first offset
+//	cluster-offset  read by-offset/-10 end to end: median and p99; baseline:
+//	                ListOffsets and one Fetch by a connected franz-go client
 //
 // The mount workloads run the real topicfs binary (Options.Binary) on
-// temporary mountpoints and always unmount, lazily if need be.
+// temporary mountpoints and always unmount, lazily if need be. The cluster
+// workloads mount (`--bootstrap-server`) franz-go's in-process cluster,
+// kfake, started in this process: three brokers, topics of one partition
+// replicated three times (kfake keeps one copy in memory whatever the
+// factor), the baselines' clients talking to the same brokers.
 //
 // Owns: the workloads, their baselines and the result table. Imports:
-// engine/..., policies and golang.org/x/sys/unix; the mount workloads run the
-// topicfs binary instead of importing fusefs, so bench must not import
-// fusefs, go-fuse or internal/cli (internal/archtest).
+// engine/..., policies, golang.org/x/sys/unix and franz-go (kfake, kgo,
+// kmsg: the cluster rows' cluster and baselines); the mount workloads run
+// the topicfs binary instead of importing fusefs or cluster, so bench must
+// not import fusefs, go-fuse, cluster or internal/cli (internal/archtest).
 package bench

@@ -33,7 +33,8 @@ const (
 type mountProc struct {
 	cmd   *exec.Cmd
 	mnt   string
-	data  string
+	data  string        // the data directory ("" in cluster mode)
+	env   []string      // added to the environment (cluster mode: XDG_STATE_HOME, XDG_CACHE_HOME)
 	ready time.Duration // from exec to the ready line
 
 	done    chan struct{} // closed when the process has exited
@@ -49,12 +50,19 @@ var mountSeq int
 // mountpoint and waits until it is ready. The caller must call stop (or
 // kill) on every path; stop is safe to call twice.
 func (r *runner) startMount(ctx context.Context, data string, config map[string]string) (*mountProc, error) {
+	return r.launch(ctx, data, nil, []string{"--data", data}, config)
+}
+
+// launch runs `BIN mount FLAGS [--config cfg] [$TOPICFS_BENCH_MOUNT_ARGS]
+// MNT` with env added to the environment, as startMount does. config maps
+// mount.toml's keys to TOML values as written.
+func (r *runner) launch(ctx context.Context, data string, env, flags []string, config map[string]string) (*mountProc, error) {
 	mountSeq++
 	mnt := r.path(fmt.Sprintf("mnt-%d", mountSeq))
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, err
 	}
-	args := []string{"mount", "--data", data}
+	args := append([]string{"mount"}, flags...)
 	if len(config) > 0 {
 		path := r.path(fmt.Sprintf("mount-%d.toml", mountSeq))
 		var b strings.Builder
@@ -68,12 +76,12 @@ func (r *runner) startMount(ctx context.Context, data string, config map[string]
 	}
 	args = append(args, extraMountArgs()...)
 	args = append(args, mnt)
-	return r.execMount(ctx, mnt, data, args)
+	return r.execMount(ctx, mnt, data, env, args)
 }
 
 // mountArgsEnv names an environment variable whose white-space separated
 // words are added to every `topicfs mount` the benchmarks start, e.g.
-// "--metrics-addr 127.0.0.1:6061" to profile the mount of a workload with
+// "--metrics-addr 127.0.0.1:6061 --pprof" to profile the mount of a workload with
 // go tool pprof http://127.0.0.1:6061/debug/pprof/profile while it runs.
 const mountArgsEnv = "TOPICFS_BENCH_MOUNT_ARGS"
 
@@ -82,12 +90,14 @@ func extraMountArgs() []string { return strings.Fields(os.Getenv(mountArgsEnv)) 
 // remount starts a new process on m's mountpoint and data directory with the
 // same arguments.
 func (r *runner) remount(ctx context.Context, m *mountProc) (*mountProc, error) {
-	return r.execMount(ctx, m.mnt, m.data, m.cmd.Args[1:])
+	return r.execMount(ctx, m.mnt, m.data, m.env, m.cmd.Args[1:])
 }
 
-func (r *runner) execMount(ctx context.Context, mnt, data string, args []string) (*mountProc, error) {
+// execMount runs BIN args (which end with mnt) with env added to the
+// environment and waits until it is ready.
+func (r *runner) execMount(ctx context.Context, mnt, data string, env, args []string) (*mountProc, error) {
 	cmd := exec.Command(r.opts.Binary, args...)
-	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
 	// Its own process group: a ^C at the terminal reaches bench, which
 	// then unmounts in order, rather than the mount directly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -98,7 +108,7 @@ func (r *runner) execMount(ctx context.Context, mnt, data string, args []string)
 		return nil, err
 	}
 	cmd.Stderr = pw
-	m := &mountProc{cmd: cmd, mnt: mnt, data: data, done: make(chan struct{})}
+	m := &mountProc{cmd: cmd, mnt: mnt, data: data, env: env, done: make(chan struct{})}
 	start := time.Now()
 	err = cmd.Start()
 	pw.Close()

@@ -15,14 +15,16 @@ import (
 func init() {
 	register(&command{
 		name:     "bench",
-		synopsis: "measure topicfs next to the machine's own limits (append, read, seek, cleaner, mount)",
+		synopsis: "measure topicfs next to the machine's own limits (append, read, seek, cleaner, mount, cluster)",
 		usage:    "topicfs bench [--quick] [--only WORKLOADS] [--sizes KEY=N,...] [--dir DIR] [--fsync] [--cpuprofile FILE] [--keep]",
 		help: `
 Runs the benchmark workloads and prints a table: each figure beside a
 baseline measured in the same run on the same disk (a raw write, cat of the
 .log files, ...) and their ratio. The mount workloads mount this topicfs
 binary on temporary mountpoints (root and /dev/fuse needed) and always
-unmount. Exits 1 if a workload failed (returned an error); a missed
+unmount; the cluster workloads start an in-process Kafka cluster (franz-go's
+kfake), mount it, and time plain franz-go clients doing the same work
+against it beside the mount. Exits 1 if a workload failed (returned an error); a missed
 target is shown in the table but does not change the exit status.
 
 Workloads: ` + strings.Join(bench.WorkloadNames(), ", ") + `.`,
