@@ -443,49 +443,96 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		prod = &producerState{ongoing: map[int64]int64{}}
 	}
 	end := s.Size()
+	t, err := s.openRebuiltIndexesLocked(active, end)
+	if err != nil {
+		return scanResult{}, err
+	}
+	sc, err := s.scanRebuildLocked(t, end, prod)
+	if err != nil {
+		return sc.res, err
+	}
+	if !active {
+		if err := s.sealRebuiltLocked(t, sc.ib); err != nil {
+			return sc.res, err
+		}
+	}
+	if active {
+		s.w.ib = sc.ib // the writer continues from here
+	}
+	s.next.Store(sc.next)
+	s.maxTs.Store(sc.ib.maxTs)
+	if sc.res.valid > 0 {
+		s.firstBatchTs.Store(sc.firstTs)
+	}
+	return sc.res, nil
+}
+
+// rebuildTarget is where rebuildLocked writes the indexes it rebuilds.
+type rebuildTarget struct {
+	fs     vfs.FS   // the segment's file system, or a private MemFS
+	files  segFiles // paths of the .log and of the new indexes in fs
+	onDisk bool     // the indexes go next to the .log
+	oidx   *index.OffsetIndex
+	tidx   *index.TimeIndex
+}
+
+// openRebuiltIndexesLocked deletes the old index files of the segment (on
+// disk) and opens empty offset and time indexes in their place, or in a
+// private MemFS; they become the segment's indexes. end is the log size.
+func (s *Segment) openRebuiltIndexesLocked(active bool, end int64) (rebuildTarget, error) {
 	logPath := s.mu.files.log
-	onDisk := !s.readOnly && strings.HasSuffix(logPath, logSuffix)
-	ifs := s.fs
+	t := rebuildTarget{fs: s.fs, onDisk: !s.readOnly && strings.HasSuffix(logPath, logSuffix)}
 	maxBytes := s.indexMax
-	var files segFiles
-	if onDisk {
+	if t.onDisk {
 		b := strings.TrimSuffix(logPath, logSuffix)
-		files = segFiles{log: logPath, index: b + indexSuffix, timeIndex: b + timeIndexSuffix}
-		for _, f := range []string{files.index, files.timeIndex, b + txnIndexSuffix} {
-			if err := ifs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return scanResult{}, err
+		t.files = segFiles{log: logPath, index: b + indexSuffix, timeIndex: b + timeIndexSuffix}
+		for _, f := range []string{t.files.index, t.files.timeIndex, b + txnIndexSuffix} {
+			if err := t.fs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return t, err
 			}
 		}
 	} else {
-		mem := vfs.NewMem()
-		ifs = mem
+		t.fs = vfs.NewMem()
 		name := segmentName(s.base)
-		files = segFiles{log: logPath, index: "/" + name + indexSuffix, timeIndex: "/" + name + timeIndexSuffix}
+		t.files = segFiles{log: logPath, index: "/" + name + indexSuffix, timeIndex: "/" + name + timeIndexSuffix}
 		if !active {
 			// Entries are at least index.interval.bytes apart: size the
 			// in-memory index for this segment instead of segment.index.bytes.
 			maxBytes = min(maxBytes, int((end/(max(s.interval, 0)+1)+4)*12))
 		}
 	}
-	oidx, err := index.OpenOffsetIndex(ifs, files.index, s.base, maxBytes, true)
+	oidx, err := index.OpenOffsetIndex(t.fs, t.files.index, s.base, maxBytes, true)
 	if err != nil {
-		return scanResult{}, err
+		return t, err
 	}
-	tidx, err := index.OpenTimeIndex(ifs, files.timeIndex, s.base, maxBytes, true)
+	tidx, err := index.OpenTimeIndex(t.fs, t.files.timeIndex, s.base, maxBytes, true)
 	if err != nil {
 		oidx.Close()
-		return scanResult{}, err
+		return t, err
 	}
-	s.mu.idxFS = ifs
-	s.mu.files.index, s.mu.files.timeIndex, s.mu.files.txnIndex = files.index, files.timeIndex, ""
+	t.oidx, t.tidx = oidx, tidx
+	s.mu.idxFS = t.fs
+	s.mu.files.index, s.mu.files.timeIndex, s.mu.files.txnIndex = t.files.index, t.files.timeIndex, ""
 	s.mu.oidx, s.mu.tidx, s.mu.txn = oidx, tidx, nil
 	s.mu.loaded = true
 	s.mu.writable = active
+	return t, nil
+}
 
-	res := scanResult{end: end}
-	ib := newIndexBuilder()
-	next := s.base
-	firstTs := int64(-1)
+// rebuildScan is what scanRebuildLocked found.
+type rebuildScan struct {
+	res     scanResult
+	ib      indexBuilder // running index state after the last valid batch
+	next    int64        // offset after the last valid batch
+	firstTs int64        // max timestamp of the first batch, -1 if none
+}
+
+// scanRebuildLocked reads the batches of the .log up to end, stopping at the
+// first invalid one, and adds the index entries they call for to t's
+// indexes (and to a txn index it creates at the first aborted transaction).
+// Index entries that do not fit are logged and dropped.
+func (s *Segment) scanRebuildLocked(t rebuildTarget, end int64, prod *producerState) (rebuildScan, error) {
+	sc := rebuildScan{res: scanResult{end: end}, ib: newIndexBuilder(), next: s.base, firstTs: -1}
 	var buf []byte
 	var pos int64
 	var idxErr error
@@ -496,83 +543,80 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		}
 		if err == nil {
 			switch {
-			case b.Magic >= 2 && b.BaseOffset < next:
-				err = fmt.Errorf("%w: batch base offset %d below %d", ErrCorrupt, b.BaseOffset, next)
-			case b.LastOffset() < next || b.LastOffset() < b.BaseOffset:
-				err = fmt.Errorf("%w: batch last offset %d below %d", ErrCorrupt, b.LastOffset(), next)
+			case b.Magic >= 2 && b.BaseOffset < sc.next:
+				err = fmt.Errorf("%w: batch base offset %d below %d", ErrCorrupt, b.BaseOffset, sc.next)
+			case b.LastOffset() < sc.next || b.LastOffset() < b.BaseOffset:
+				err = fmt.Errorf("%w: batch last offset %d below %d", ErrCorrupt, b.LastOffset(), sc.next)
 			case b.LastOffset()-s.base > math.MaxInt32:
 				err = fmt.Errorf("%w: offset %d too far from the segment base %d", ErrCorrupt, b.LastOffset(), s.base)
 			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				res.cause = err
+				sc.res.cause = err
 			}
 			break
 		}
 		buf = b.Raw[:cap(b.Raw)]
 		size := int64(b.Size())
 		if pos == 0 {
-			firstTs = b.MaxTimestamp
+			sc.firstTs = b.MaxTimestamp
 		}
-		if ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
-			idxErr = errors.Join(idxErr, sparseEntry(oidx, tidx, b.LastOffset(), pos, ib.maxTs, ib.offsetOfMax))
+		if sc.ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
+			idxErr = errors.Join(idxErr, sparseEntry(t.oidx, t.tidx, b.LastOffset(), pos, sc.ib.maxTs, sc.ib.offsetOfMax))
 		}
 		if b.IsTransactional() {
-			if t := prod.observe(&b); t != nil {
+			if a := prod.observe(&b); a != nil {
 				if s.mu.txn == nil {
-					p := strings.TrimSuffix(files.index, indexSuffix) + txnIndexSuffix
-					txn, err := index.OpenTxnIndex(ifs, p)
+					p := strings.TrimSuffix(t.files.index, indexSuffix) + txnIndexSuffix
+					txn, err := index.OpenTxnIndex(t.fs, p)
 					if err != nil {
-						return res, err
+						return sc, err
 					}
 					s.mu.txn, s.mu.files.txnIndex = txn, p
 				}
-				idxErr = errors.Join(idxErr, s.mu.txn.Append(*t))
+				idxErr = errors.Join(idxErr, s.mu.txn.Append(*a))
 			}
 		}
-		next = b.NextOffset()
+		sc.next = b.NextOffset()
 		pos += size
 	}
-	res.valid = pos
+	sc.res.valid = pos
 	if idxErr != nil {
-		s.logger.Warn("engine: index entries dropped during rebuild", "segment", logPath, "err", idxErr)
+		s.logger.Warn("engine: index entries dropped during rebuild", "segment", t.files.log, "err", idxErr)
 	}
-	if !active {
-		var errs []error
-		if ib.maxTs >= 0 {
-			errs = append(errs, finalTimeEntry(tidx, ib.maxTs, ib.offsetOfMax))
-		}
-		errs = append(errs, oidx.Trim(), tidx.Trim())
-		if onDisk {
-			errs = append(errs, oidx.Sync(), tidx.Sync())
-			if s.mu.txn != nil {
-				errs = append(errs, s.mu.txn.Sync())
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return res, err
-		}
-		if onDisk {
-			// Keep no writable mapping or descriptor for a sealed segment:
-			// reopen the rebuilt indexes read-only (entries on the heap).
-			if err := s.closeIndexesLocked(); err != nil {
-				return res, err
-			}
-			if err := s.openIndexesLocked(false); err != nil {
-				return res, err
-			}
+	return sc, nil
+}
+
+// sealRebuiltLocked finishes the rebuilt indexes of a segment that is not
+// active: the final time-index entry, trimmed, synced and (on disk) reopened
+// read-only.
+func (s *Segment) sealRebuiltLocked(t rebuildTarget, ib indexBuilder) error {
+	var errs []error
+	if ib.maxTs >= 0 {
+		errs = append(errs, finalTimeEntry(t.tidx, ib.maxTs, ib.offsetOfMax))
+	}
+	errs = append(errs, t.oidx.Trim(), t.tidx.Trim())
+	if t.onDisk {
+		errs = append(errs, t.oidx.Sync(), t.tidx.Sync())
+		if s.mu.txn != nil {
+			errs = append(errs, s.mu.txn.Sync())
 		}
 	}
-	if active {
-		s.w.ib = ib // the writer continues from here
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	s.next.Store(next)
-	s.maxTs.Store(ib.maxTs)
-	if pos > 0 {
-		s.firstBatchTs.Store(firstTs)
+	if t.onDisk {
+		// Keep no writable mapping or descriptor for a sealed segment:
+		// reopen the rebuilt indexes read-only (entries on the heap).
+		if err := s.closeIndexesLocked(); err != nil {
+			return err
+		}
+		if err := s.openIndexesLocked(false); err != nil {
+			return err
+		}
 	}
-	return res, nil
+	return nil
 }
 
 // sparseEntry adds an offset-index entry (off, pos) and, when ts >= 0, a
