@@ -156,10 +156,29 @@ func (p *Partition) load() error {
 
 // cleanTemporaryFiles applies steps 1–3 and returns each segment's files by base.
 func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFiles, error) {
-	ro := p.opts.ReadOnly
-	var normal, swaps []dirFile
-	minCleaned := int64(math.MaxInt64)
-	var cleaned []dirFile
+	d := p.sortDirFiles(entries)
+	valid := p.dropUnfinishedSplit(d)
+	normal := d.normal
+	if len(valid) > 0 {
+		var err error
+		if normal, err = p.installSwaps(normal, valid); err != nil {
+			return nil, err
+		}
+	}
+	return p.segmentFilesByBase(normal), nil
+}
+
+// dirFiles are the segment files of a partition directory, by kind.
+type dirFiles struct {
+	normal, swaps, cleaned []dirFile
+	minCleaned             int64 // lowest base of a .cleaned file, MaxInt64 if none
+}
+
+// sortDirFiles sorts the segment files of entries by kind, and removes, as
+// it goes, the *.deleted files and the .log.repairing of an interrupted
+// salvage (the .log beside it is unchanged).
+func (p *Partition) sortDirFiles(entries []os.DirEntry) dirFiles {
+	d := dirFiles{minCleaned: math.MaxInt64}
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -176,72 +195,91 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 			}
 			p.remove(f.name)
 		case strings.HasSuffix(ext, cleanedSuffix):
-			cleaned = append(cleaned, f)
-			minCleaned = min(minCleaned, base)
+			d.cleaned = append(d.cleaned, f)
+			d.minCleaned = min(d.minCleaned, base)
 		case strings.HasSuffix(ext, swapSuffix):
-			swaps = append(swaps, f)
+			d.swaps = append(d.swaps, f)
 		case ext == "log"+RepairingSuffix:
 			// An interrupted salvage: the .log beside it is unchanged.
 			p.logger.Info("engine: deleting the leftover of an interrupted salvage", "file", f.name)
 			p.remove(f.name)
 		default:
 			if isSegmentKind(ext) {
-				normal = append(normal, f)
+				d.normal = append(d.normal, f)
 			}
 		}
 	}
+	return d
+}
+
+// dropUnfinishedSplit removes the .swap files at or above the lowest
+// .cleaned base (an unfinished split), then every .cleaned file, and returns
+// the swaps that remain.
+func (p *Partition) dropUnfinishedSplit(d dirFiles) []dirFile {
 	var valid []dirFile
-	for _, f := range swaps {
-		if f.base >= minCleaned {
+	for _, f := range d.swaps {
+		if f.base >= d.minCleaned {
 			p.logger.Info("engine: deleting swap file of an unfinished split", "file", f.name)
 			p.remove(f.name)
 			continue
 		}
 		valid = append(valid, f)
 	}
-	for _, f := range cleaned {
+	for _, f := range d.cleaned {
 		p.remove(f.name)
 	}
-	if len(valid) > 0 {
-		minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
-		for _, f := range valid {
-			if f.kind() != "log" {
-				continue
-			}
-			next, err := p.scanNextOffset(f.name, f.base)
-			if err != nil {
-				return nil, err
-			}
-			minSwap, maxSwap = min(minSwap, f.base), max(maxSwap, next)
+	return valid
+}
+
+// installSwaps applies step 2: the swaps in valid replace every file of
+// normal whose base lies in [min swap base, max swap next offset), and lose
+// their .swap suffix (on disk unless read-only). It returns the new normal.
+func (p *Partition) installSwaps(normal, valid []dirFile) ([]dirFile, error) {
+	ro := p.opts.ReadOnly
+	minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, f := range valid {
+		if f.kind() != "log" {
+			continue
 		}
-		kept := normal[:0]
-		for _, f := range normal {
-			if f.base >= minSwap && f.base < maxSwap {
-				p.logger.Info("engine: deleting segment file replaced by a swap", "file", f.name)
-				p.remove(f.name)
-				continue
-			}
-			kept = append(kept, f)
+		next, err := p.scanNextOffset(f.name, f.base)
+		if err != nil {
+			return nil, err
 		}
-		normal = kept
-		for _, f := range valid {
-			final := strings.TrimSuffix(f.name, swapSuffix)
-			name := final
-			if ro {
-				name = f.name
-			} else if err := p.fs.Rename(p.path(f.name), p.path(final)); err != nil {
-				return nil, fmt.Errorf("engine: install swap file %s: %w", f.name, err)
-			}
-			normal = append(normal, dirFile{name: name, base: f.base, ext: strings.TrimSuffix(f.ext, swapSuffix)})
-		}
-		if !ro {
-			if err := p.fs.SyncDir(p.dir); err != nil {
-				return nil, err
-			}
-		}
-		p.logger.Info("engine: completed an interrupted segment swap", "swaps", len(valid),
-			"from", minSwap, "to", maxSwap)
+		minSwap, maxSwap = min(minSwap, f.base), max(maxSwap, next)
 	}
+	kept := normal[:0]
+	for _, f := range normal {
+		if f.base >= minSwap && f.base < maxSwap {
+			p.logger.Info("engine: deleting segment file replaced by a swap", "file", f.name)
+			p.remove(f.name)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	normal = kept
+	for _, f := range valid {
+		final := strings.TrimSuffix(f.name, swapSuffix)
+		name := final
+		if ro {
+			name = f.name
+		} else if err := p.fs.Rename(p.path(f.name), p.path(final)); err != nil {
+			return nil, fmt.Errorf("engine: install swap file %s: %w", f.name, err)
+		}
+		normal = append(normal, dirFile{name: name, base: f.base, ext: strings.TrimSuffix(f.ext, swapSuffix)})
+	}
+	if !ro {
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return nil, err
+		}
+	}
+	p.logger.Info("engine: completed an interrupted segment swap", "swaps", len(valid),
+		"from", minSwap, "to", maxSwap)
+	return normal, nil
+}
+
+// segmentFilesByBase groups the files of normal by segment, and applies
+// step 3: an index file without a .log is deleted.
+func (p *Partition) segmentFilesByBase(normal []dirFile) map[int64]*segFiles {
 	out := map[int64]*segFiles{}
 	for _, f := range normal {
 		if f.kind() != "log" {
@@ -267,7 +305,7 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 			sf.txnIndex = p.path(f.name)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (p *Partition) path(name string) string { return filepath.Join(p.dir, name) }
