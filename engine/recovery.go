@@ -65,54 +65,10 @@ func isSegmentKind(k string) bool {
 // load lists, repairs and opens the partition directory.
 func (p *Partition) load() error {
 	cfg := p.cfg.Load()
-	ro := p.opts.ReadOnly
-	var entries []os.DirEntry
-	if !ro {
-		if err := vfs.MkdirAllDurable(p.fs, p.dir, 0o755); err != nil {
-			return err
-		}
-	}
-	entries, err := p.fs.ReadDir(p.dir)
-	if err != nil && !(ro && errors.Is(err, os.ErrNotExist)) {
+	if err := p.openDir(cfg); err != nil {
 		return err
 	}
-	files, err := p.cleanTemporaryFiles(entries)
-	if err != nil {
-		return err
-	}
-	segs, err := p.openSegments(files, cfg)
-	if err != nil {
-		for _, s := range segs {
-			s.Release()
-		}
-		return err
-	}
-	p.publish(segs)
-	if len(segs) > 0 && !p.opts.CleanShutdown {
-		if err := p.recoverLog(); err != nil {
-			return err
-		}
-	}
-	segs = p.list()
-
-	// Log start offset: the checkpoint, clamped to the first segment.
-	ls := max(p.opts.LogStartOffset, 0)
-	if len(segs) > 0 {
-		last := segs[len(segs)-1]
-		leo := max(last.NextOffset(), last.base)
-		if ls > leo {
-			p.logger.Warn("engine: log end below the log start checkpoint: deleting every segment",
-				"logEndOffset", leo, "logStartOffset", ls)
-			for _, s := range segs {
-				p.removeSegmentFiles(s)
-				s.Release()
-			}
-			segs = nil
-			p.publish(segs)
-		} else {
-			ls = max(ls, segs[0].base)
-		}
-	}
+	segs, ls := p.applyLogStart(p.list())
 	if len(segs) == 0 {
 		s, err := p.createSegment(ls, cfg)
 		if err != nil {
@@ -140,7 +96,7 @@ func (p *Partition) load() error {
 	leo := max(last.NextOffset(), last.base)
 	p.logEnd.Store(leo)
 	p.logStart.Store(ls)
-	if !ro {
+	if !p.opts.ReadOnly {
 		// Make what recovery changed durable (scanned segments may hold
 		// bytes that only reached the page cache), so that the recovery
 		// point can be the log end.
@@ -152,6 +108,60 @@ func (p *Partition) load() error {
 	}
 	p.recoveryPoint.Store(leo)
 	return nil
+}
+
+// openDir creates (read-write) and lists the partition directory, cleans
+// its temporary files, opens and publishes its segments and, unless the
+// last shutdown was clean, recovers them.
+func (p *Partition) openDir(cfg *Config) error {
+	ro := p.opts.ReadOnly
+	if !ro {
+		if err := vfs.MkdirAllDurable(p.fs, p.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	entries, err := p.fs.ReadDir(p.dir)
+	if err != nil && !(ro && errors.Is(err, os.ErrNotExist)) {
+		return err
+	}
+	files, err := p.cleanTemporaryFiles(entries)
+	if err != nil {
+		return err
+	}
+	segs, err := p.openSegments(files, cfg)
+	if err != nil {
+		for _, s := range segs {
+			s.Release()
+		}
+		return err
+	}
+	p.publish(segs)
+	if len(segs) > 0 && !p.opts.CleanShutdown {
+		return p.recoverLog()
+	}
+	return nil
+}
+
+// applyLogStart returns the log start offset: the checkpoint, clamped to the
+// first segment of segs. A log that ends below the checkpoint loses every
+// segment (deleted and unpublished), and applyLogStart returns no segments.
+func (p *Partition) applyLogStart(segs []*Segment) ([]*Segment, int64) {
+	ls := max(p.opts.LogStartOffset, 0)
+	if len(segs) == 0 {
+		return segs, ls
+	}
+	last := segs[len(segs)-1]
+	if leo := max(last.NextOffset(), last.base); ls > leo {
+		p.logger.Warn("engine: log end below the log start checkpoint: deleting every segment",
+			"logEndOffset", leo, "logStartOffset", ls)
+		for _, s := range segs {
+			p.removeSegmentFiles(s)
+			s.Release()
+		}
+		p.publish(nil)
+		return nil, ls
+	}
+	return segs, max(ls, segs[0].base)
 }
 
 // cleanTemporaryFiles applies steps 1–3 and returns each segment's files by base.
