@@ -233,26 +233,62 @@ func (d *LogDir) load() error {
 	if err != nil {
 		return fmt.Errorf("engine: read data dir: %w", err)
 	}
-	clean := false
-	// fresh: nothing but the lock file, so no shutdown came before to be
-	// clean or not.
-	fresh := true
-	var found []TopicPartition
-	var leftovers []string
+	scan := d.scanDataDir(entries)
+	ckpt := d.readRootCheckpoints()
+	cfgs, err := d.topicConfigs(scan.found)
+	if err != nil {
+		return err
+	}
+	parts, err := d.openPartitions(scan.found, cfgs, ckpt, scan.clean)
+	if err != nil {
+		return err
+	}
+	d.addLoaded(scan.found, parts, cfgs)
+	if scan.fresh {
+		d.log.Info("opened data dir", "path", d.path, "new", true, "read_only", d.readOnly)
+	} else {
+		d.log.Info("opened data dir", "path", d.path, "topics", len(d.mu.topics), "partitions", len(scan.found),
+			"clean_shutdown", scan.clean, "read_only", d.readOnly)
+	}
+
+	if d.readOnly {
+		return nil
+	}
+	if err := d.dropCleanShutdownMarkers(); err != nil {
+		d.closePartitions()
+		return err
+	}
+	for _, name := range scan.leftovers {
+		d.removeInBackground(filepath.Join(d.path, name))
+	}
+	return nil
+}
+
+// dataDirScan is what the root listing of a data directory says.
+type dataDirScan struct {
+	clean     bool             // a clean-shutdown marker is present
+	fresh     bool             // nothing but the lock file: no shutdown came before, clean or not
+	found     []TopicPartition // the <topic>-<p> directories
+	leftovers []string         // <topic>-<p>.<uuid>-delete directories to remove
+}
+
+// scanDataDir sorts the root entries of the data directory.
+func (d *LogDir) scanDataDir(entries []os.DirEntry) dataDirScan {
+	scan := dataDirScan{fresh: true}
 	for _, e := range entries {
 		name := e.Name()
 		if name != LockFile {
-			fresh = false
+			scan.fresh = false
 		}
 		if !e.IsDir() {
 			if name == CleanShutdownFile || name == KafkaCleanShutdownFile {
-				clean = true
+				scan.clean = true
 			}
 			continue
 		}
 		if m := specialDirRe.FindStringSubmatch(name); m != nil {
 			if m[4] == "delete" {
-				leftovers = append(leftovers, name)
+				scan.leftovers = append(scan.leftovers, name)
 			}
 			d.log.Debug("skipping special partition directory", "dir", name)
 			continue
@@ -264,25 +300,42 @@ func (d *LogDir) load() error {
 			}
 			continue
 		}
-		found = append(found, tp)
+		scan.found = append(scan.found, tp)
 	}
+	return scan
+}
 
-	recovery := d.readCheckpoint(RecoveryPointCheckpointFile)
-	logStart := d.readCheckpoint(LogStartOffsetCheckpointFile)
-	cleaner := d.readCheckpoint(CleanerOffsetCheckpointFile)
-
-	// One config per topic, computed once.
+// topicConfigs computes one config per topic of found, once each.
+func (d *LogDir) topicConfigs(found []TopicPartition) (map[string]Config, error) {
 	cfgs := make(map[string]Config)
 	for _, tp := range found {
 		if _, ok := cfgs[tp.Topic]; !ok {
 			c, err := d.topicConfig(tp.Topic)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			cfgs[tp.Topic] = c
 		}
 	}
+	return cfgs, nil
+}
 
+// rootCheckpoints are the three checkpoint files of the data directory root.
+type rootCheckpoints struct {
+	recovery, logStart, cleaner map[TopicPartition]int64
+}
+
+func (d *LogDir) readRootCheckpoints() rootCheckpoints {
+	return rootCheckpoints{
+		recovery: d.readCheckpoint(RecoveryPointCheckpointFile),
+		logStart: d.readCheckpoint(LogStartOffsetCheckpointFile),
+		cleaner:  d.readCheckpoint(CleanerOffsetCheckpointFile),
+	}
+}
+
+// openPartitions opens the partitions found, up to 8 at a time, with their
+// offsets from ckpt. On error it closes those it opened.
+func (d *LogDir) openPartitions(found []TopicPartition, cfgs map[string]Config, ckpt rootCheckpoints, clean bool) ([]*Partition, error) {
 	parts := make([]*Partition, len(found))
 	errs := make([]error, len(found))
 	sem := make(chan struct{}, 8)
@@ -294,9 +347,9 @@ func (d *LogDir) load() error {
 			defer func() { <-sem; wg.Done() }()
 			parts[i], errs[i] = OpenPartition(d.fs, d.partitionDir(tp.Topic, tp.Partition), tp.Topic, tp.Partition, PartitionOptions{
 				Config:         cfgs[tp.Topic],
-				RecoveryPoint:  offsetOr(recovery, tp),
-				LogStartOffset: offsetOr(logStart, tp),
-				FirstDirty:     offsetOr(cleaner, tp),
+				RecoveryPoint:  offsetOr(ckpt.recovery, tp),
+				LogStartOffset: offsetOr(ckpt.logStart, tp),
+				FirstDirty:     offsetOr(ckpt.cleaner, tp),
 				CleanShutdown:  clean,
 				ReadOnly:       d.readOnly,
 				Logger:         d.log,
@@ -311,9 +364,13 @@ func (d *LogDir) load() error {
 				_ = p.Close()
 			}
 		}
-		return fmt.Errorf("engine: open data dir %s: %w", d.path, err)
+		return nil, fmt.Errorf("engine: open data dir %s: %w", d.path, err)
 	}
+	return parts, nil
+}
 
+// addLoaded puts the opened partitions into their topics, in partition order.
+func (d *LogDir) addLoaded(found []TopicPartition, parts []*Partition, cfgs map[string]Config) {
 	for i, tp := range found {
 		t := d.mu.topics[tp.Topic]
 		if t == nil {
@@ -326,35 +383,24 @@ func (d *LogDir) load() error {
 	for _, t := range d.mu.topics {
 		slices.SortFunc(t.mu.parts, func(a, b *Partition) int { return cmp.Compare(a.ID(), b.ID()) })
 	}
-	if fresh {
-		d.log.Info("opened data dir", "path", d.path, "new", true, "read_only", d.readOnly)
-	} else {
-		d.log.Info("opened data dir", "path", d.path, "topics", len(d.mu.topics), "partitions", len(found),
-			"clean_shutdown", clean, "read_only", d.readOnly)
-	}
+}
 
-	if d.readOnly {
-		return nil
-	}
-	// From here on a crash must be detected: drop the clean-shutdown markers.
+// dropCleanShutdownMarkers removes both clean-shutdown markers, and syncs the
+// directory if one was there: from here on a crash must be detected.
+func (d *LogDir) dropCleanShutdownMarkers() error {
 	removed := false
 	for _, m := range []string{CleanShutdownFile, KafkaCleanShutdownFile} {
 		err := d.fs.Remove(filepath.Join(d.path, m))
 		if err == nil {
 			removed = true
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			d.closePartitions()
 			return fmt.Errorf("engine: remove clean-shutdown marker: %w", err)
 		}
 	}
 	if removed {
 		if err := d.fs.SyncDir(d.path); err != nil {
-			d.closePartitions()
 			return fmt.Errorf("engine: sync data dir: %w", err)
 		}
-	}
-	for _, name := range leftovers {
-		d.removeInBackground(filepath.Join(d.path, name))
 	}
 	return nil
 }

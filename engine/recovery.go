@@ -65,54 +65,10 @@ func isSegmentKind(k string) bool {
 // load lists, repairs and opens the partition directory.
 func (p *Partition) load() error {
 	cfg := p.cfg.Load()
-	ro := p.opts.ReadOnly
-	var entries []os.DirEntry
-	if !ro {
-		if err := vfs.MkdirAllDurable(p.fs, p.dir, 0o755); err != nil {
-			return err
-		}
-	}
-	entries, err := p.fs.ReadDir(p.dir)
-	if err != nil && !(ro && errors.Is(err, os.ErrNotExist)) {
+	if err := p.openDir(cfg); err != nil {
 		return err
 	}
-	files, err := p.cleanTemporaryFiles(entries)
-	if err != nil {
-		return err
-	}
-	segs, err := p.openSegments(files, cfg)
-	if err != nil {
-		for _, s := range segs {
-			s.Release()
-		}
-		return err
-	}
-	p.publish(segs)
-	if len(segs) > 0 && !p.opts.CleanShutdown {
-		if err := p.recoverLog(); err != nil {
-			return err
-		}
-	}
-	segs = p.list()
-
-	// Log start offset: the checkpoint, clamped to the first segment.
-	ls := max(p.opts.LogStartOffset, 0)
-	if len(segs) > 0 {
-		last := segs[len(segs)-1]
-		leo := max(last.NextOffset(), last.base)
-		if ls > leo {
-			p.logger.Warn("engine: log end below the log start checkpoint: deleting every segment",
-				"logEndOffset", leo, "logStartOffset", ls)
-			for _, s := range segs {
-				p.removeSegmentFiles(s)
-				s.Release()
-			}
-			segs = nil
-			p.publish(segs)
-		} else {
-			ls = max(ls, segs[0].base)
-		}
-	}
+	segs, ls := p.applyLogStart(p.list())
 	if len(segs) == 0 {
 		s, err := p.createSegment(ls, cfg)
 		if err != nil {
@@ -140,7 +96,7 @@ func (p *Partition) load() error {
 	leo := max(last.NextOffset(), last.base)
 	p.logEnd.Store(leo)
 	p.logStart.Store(ls)
-	if !ro {
+	if !p.opts.ReadOnly {
 		// Make what recovery changed durable (scanned segments may hold
 		// bytes that only reached the page cache), so that the recovery
 		// point can be the log end.
@@ -154,12 +110,85 @@ func (p *Partition) load() error {
 	return nil
 }
 
+// openDir creates (read-write) and lists the partition directory, cleans
+// its temporary files, opens and publishes its segments and, unless the
+// last shutdown was clean, recovers them.
+func (p *Partition) openDir(cfg *Config) error {
+	ro := p.opts.ReadOnly
+	if !ro {
+		if err := vfs.MkdirAllDurable(p.fs, p.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	entries, err := p.fs.ReadDir(p.dir)
+	if err != nil && !(ro && errors.Is(err, os.ErrNotExist)) {
+		return err
+	}
+	files, err := p.cleanTemporaryFiles(entries)
+	if err != nil {
+		return err
+	}
+	segs, err := p.openSegments(files, cfg)
+	if err != nil {
+		for _, s := range segs {
+			s.Release()
+		}
+		return err
+	}
+	p.publish(segs)
+	if len(segs) > 0 && !p.opts.CleanShutdown {
+		return p.recoverLog()
+	}
+	return nil
+}
+
+// applyLogStart returns the log start offset: the checkpoint, clamped to the
+// first segment of segs. A log that ends below the checkpoint loses every
+// segment (deleted and unpublished), and applyLogStart returns no segments.
+func (p *Partition) applyLogStart(segs []*Segment) ([]*Segment, int64) {
+	ls := max(p.opts.LogStartOffset, 0)
+	if len(segs) == 0 {
+		return segs, ls
+	}
+	last := segs[len(segs)-1]
+	if leo := max(last.NextOffset(), last.base); ls > leo {
+		p.logger.Warn("engine: log end below the log start checkpoint: deleting every segment",
+			"logEndOffset", leo, "logStartOffset", ls)
+		for _, s := range segs {
+			p.removeSegmentFiles(s)
+			s.Release()
+		}
+		p.publish(nil)
+		return nil, ls
+	}
+	return segs, max(ls, segs[0].base)
+}
+
 // cleanTemporaryFiles applies steps 1–3 and returns each segment's files by base.
 func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFiles, error) {
-	ro := p.opts.ReadOnly
-	var normal, swaps []dirFile
-	minCleaned := int64(math.MaxInt64)
-	var cleaned []dirFile
+	d := p.sortDirFiles(entries)
+	valid := p.dropUnfinishedSplit(d)
+	normal := d.normal
+	if len(valid) > 0 {
+		var err error
+		if normal, err = p.installSwaps(normal, valid); err != nil {
+			return nil, err
+		}
+	}
+	return p.segmentFilesByBase(normal), nil
+}
+
+// dirFiles are the segment files of a partition directory, by kind.
+type dirFiles struct {
+	normal, swaps, cleaned []dirFile
+	minCleaned             int64 // lowest base of a .cleaned file, MaxInt64 if none
+}
+
+// sortDirFiles sorts the segment files of entries by kind, and removes, as
+// it goes, the *.deleted files and the .log.repairing of an interrupted
+// salvage (the .log beside it is unchanged).
+func (p *Partition) sortDirFiles(entries []os.DirEntry) dirFiles {
+	d := dirFiles{minCleaned: math.MaxInt64}
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -176,72 +205,91 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 			}
 			p.remove(f.name)
 		case strings.HasSuffix(ext, cleanedSuffix):
-			cleaned = append(cleaned, f)
-			minCleaned = min(minCleaned, base)
+			d.cleaned = append(d.cleaned, f)
+			d.minCleaned = min(d.minCleaned, base)
 		case strings.HasSuffix(ext, swapSuffix):
-			swaps = append(swaps, f)
+			d.swaps = append(d.swaps, f)
 		case ext == "log"+RepairingSuffix:
 			// An interrupted salvage: the .log beside it is unchanged.
 			p.logger.Info("engine: deleting the leftover of an interrupted salvage", "file", f.name)
 			p.remove(f.name)
 		default:
 			if isSegmentKind(ext) {
-				normal = append(normal, f)
+				d.normal = append(d.normal, f)
 			}
 		}
 	}
+	return d
+}
+
+// dropUnfinishedSplit removes the .swap files at or above the lowest
+// .cleaned base (an unfinished split), then every .cleaned file, and returns
+// the swaps that remain.
+func (p *Partition) dropUnfinishedSplit(d dirFiles) []dirFile {
 	var valid []dirFile
-	for _, f := range swaps {
-		if f.base >= minCleaned {
+	for _, f := range d.swaps {
+		if f.base >= d.minCleaned {
 			p.logger.Info("engine: deleting swap file of an unfinished split", "file", f.name)
 			p.remove(f.name)
 			continue
 		}
 		valid = append(valid, f)
 	}
-	for _, f := range cleaned {
+	for _, f := range d.cleaned {
 		p.remove(f.name)
 	}
-	if len(valid) > 0 {
-		minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
-		for _, f := range valid {
-			if f.kind() != "log" {
-				continue
-			}
-			next, err := p.scanNextOffset(f.name, f.base)
-			if err != nil {
-				return nil, err
-			}
-			minSwap, maxSwap = min(minSwap, f.base), max(maxSwap, next)
+	return valid
+}
+
+// installSwaps applies step 2: the swaps in valid replace every file of
+// normal whose base lies in [min swap base, max swap next offset), and lose
+// their .swap suffix (on disk unless read-only). It returns the new normal.
+func (p *Partition) installSwaps(normal, valid []dirFile) ([]dirFile, error) {
+	ro := p.opts.ReadOnly
+	minSwap, maxSwap := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, f := range valid {
+		if f.kind() != "log" {
+			continue
 		}
-		kept := normal[:0]
-		for _, f := range normal {
-			if f.base >= minSwap && f.base < maxSwap {
-				p.logger.Info("engine: deleting segment file replaced by a swap", "file", f.name)
-				p.remove(f.name)
-				continue
-			}
-			kept = append(kept, f)
+		next, err := p.scanNextOffset(f.name, f.base)
+		if err != nil {
+			return nil, err
 		}
-		normal = kept
-		for _, f := range valid {
-			final := strings.TrimSuffix(f.name, swapSuffix)
-			name := final
-			if ro {
-				name = f.name
-			} else if err := p.fs.Rename(p.path(f.name), p.path(final)); err != nil {
-				return nil, fmt.Errorf("engine: install swap file %s: %w", f.name, err)
-			}
-			normal = append(normal, dirFile{name: name, base: f.base, ext: strings.TrimSuffix(f.ext, swapSuffix)})
-		}
-		if !ro {
-			if err := p.fs.SyncDir(p.dir); err != nil {
-				return nil, err
-			}
-		}
-		p.logger.Info("engine: completed an interrupted segment swap", "swaps", len(valid),
-			"from", minSwap, "to", maxSwap)
+		minSwap, maxSwap = min(minSwap, f.base), max(maxSwap, next)
 	}
+	kept := normal[:0]
+	for _, f := range normal {
+		if f.base >= minSwap && f.base < maxSwap {
+			p.logger.Info("engine: deleting segment file replaced by a swap", "file", f.name)
+			p.remove(f.name)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	normal = kept
+	for _, f := range valid {
+		final := strings.TrimSuffix(f.name, swapSuffix)
+		name := final
+		if ro {
+			name = f.name
+		} else if err := p.fs.Rename(p.path(f.name), p.path(final)); err != nil {
+			return nil, fmt.Errorf("engine: install swap file %s: %w", f.name, err)
+		}
+		normal = append(normal, dirFile{name: name, base: f.base, ext: strings.TrimSuffix(f.ext, swapSuffix)})
+	}
+	if !ro {
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return nil, err
+		}
+	}
+	p.logger.Info("engine: completed an interrupted segment swap", "swaps", len(valid),
+		"from", minSwap, "to", maxSwap)
+	return normal, nil
+}
+
+// segmentFilesByBase groups the files of normal by segment, and applies
+// step 3: an index file without a .log is deleted.
+func (p *Partition) segmentFilesByBase(normal []dirFile) map[int64]*segFiles {
 	out := map[int64]*segFiles{}
 	for _, f := range normal {
 		if f.kind() != "log" {
@@ -267,7 +315,7 @@ func (p *Partition) cleanTemporaryFiles(entries []os.DirEntry) (map[int64]*segFi
 			sf.txnIndex = p.path(f.name)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (p *Partition) path(name string) string { return filepath.Join(p.dir, name) }
@@ -443,49 +491,96 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		prod = &producerState{ongoing: map[int64]int64{}}
 	}
 	end := s.Size()
+	t, err := s.openRebuiltIndexesLocked(active, end)
+	if err != nil {
+		return scanResult{}, err
+	}
+	sc, err := s.scanRebuildLocked(t, end, prod)
+	if err != nil {
+		return sc.res, err
+	}
+	if !active {
+		if err := s.sealRebuiltLocked(t, sc.ib); err != nil {
+			return sc.res, err
+		}
+	}
+	if active {
+		s.w.ib = sc.ib // the writer continues from here
+	}
+	s.next.Store(sc.next)
+	s.maxTs.Store(sc.ib.maxTs)
+	if sc.res.valid > 0 {
+		s.firstBatchTs.Store(sc.firstTs)
+	}
+	return sc.res, nil
+}
+
+// rebuildTarget is where rebuildLocked writes the indexes it rebuilds.
+type rebuildTarget struct {
+	fs     vfs.FS   // the segment's file system, or a private MemFS
+	files  segFiles // paths of the .log and of the new indexes in fs
+	onDisk bool     // the indexes go next to the .log
+	oidx   *index.OffsetIndex
+	tidx   *index.TimeIndex
+}
+
+// openRebuiltIndexesLocked deletes the old index files of the segment (on
+// disk) and opens empty offset and time indexes in their place, or in a
+// private MemFS; they become the segment's indexes. end is the log size.
+func (s *Segment) openRebuiltIndexesLocked(active bool, end int64) (rebuildTarget, error) {
 	logPath := s.mu.files.log
-	onDisk := !s.readOnly && strings.HasSuffix(logPath, logSuffix)
-	ifs := s.fs
+	t := rebuildTarget{fs: s.fs, onDisk: !s.readOnly && strings.HasSuffix(logPath, logSuffix)}
 	maxBytes := s.indexMax
-	var files segFiles
-	if onDisk {
+	if t.onDisk {
 		b := strings.TrimSuffix(logPath, logSuffix)
-		files = segFiles{log: logPath, index: b + indexSuffix, timeIndex: b + timeIndexSuffix}
-		for _, f := range []string{files.index, files.timeIndex, b + txnIndexSuffix} {
-			if err := ifs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return scanResult{}, err
+		t.files = segFiles{log: logPath, index: b + indexSuffix, timeIndex: b + timeIndexSuffix}
+		for _, f := range []string{t.files.index, t.files.timeIndex, b + txnIndexSuffix} {
+			if err := t.fs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return t, err
 			}
 		}
 	} else {
-		mem := vfs.NewMem()
-		ifs = mem
+		t.fs = vfs.NewMem()
 		name := segmentName(s.base)
-		files = segFiles{log: logPath, index: "/" + name + indexSuffix, timeIndex: "/" + name + timeIndexSuffix}
+		t.files = segFiles{log: logPath, index: "/" + name + indexSuffix, timeIndex: "/" + name + timeIndexSuffix}
 		if !active {
 			// Entries are at least index.interval.bytes apart: size the
 			// in-memory index for this segment instead of segment.index.bytes.
 			maxBytes = min(maxBytes, int((end/(max(s.interval, 0)+1)+4)*12))
 		}
 	}
-	oidx, err := index.OpenOffsetIndex(ifs, files.index, s.base, maxBytes, true)
+	oidx, err := index.OpenOffsetIndex(t.fs, t.files.index, s.base, maxBytes, true)
 	if err != nil {
-		return scanResult{}, err
+		return t, err
 	}
-	tidx, err := index.OpenTimeIndex(ifs, files.timeIndex, s.base, maxBytes, true)
+	tidx, err := index.OpenTimeIndex(t.fs, t.files.timeIndex, s.base, maxBytes, true)
 	if err != nil {
 		oidx.Close()
-		return scanResult{}, err
+		return t, err
 	}
-	s.mu.idxFS = ifs
-	s.mu.files.index, s.mu.files.timeIndex, s.mu.files.txnIndex = files.index, files.timeIndex, ""
+	t.oidx, t.tidx = oidx, tidx
+	s.mu.idxFS = t.fs
+	s.mu.files.index, s.mu.files.timeIndex, s.mu.files.txnIndex = t.files.index, t.files.timeIndex, ""
 	s.mu.oidx, s.mu.tidx, s.mu.txn = oidx, tidx, nil
 	s.mu.loaded = true
 	s.mu.writable = active
+	return t, nil
+}
 
-	res := scanResult{end: end}
-	ib := newIndexBuilder()
-	next := s.base
-	firstTs := int64(-1)
+// rebuildScan is what scanRebuildLocked found.
+type rebuildScan struct {
+	res     scanResult
+	ib      indexBuilder // running index state after the last valid batch
+	next    int64        // offset after the last valid batch
+	firstTs int64        // max timestamp of the first batch, -1 if none
+}
+
+// scanRebuildLocked reads the batches of the .log up to end, stopping at the
+// first invalid one, and adds the index entries they call for to t's
+// indexes (and to a txn index it creates at the first aborted transaction).
+// Index entries that do not fit are logged and dropped.
+func (s *Segment) scanRebuildLocked(t rebuildTarget, end int64, prod *producerState) (rebuildScan, error) {
+	sc := rebuildScan{res: scanResult{end: end}, ib: newIndexBuilder(), next: s.base, firstTs: -1}
 	var buf []byte
 	var pos int64
 	var idxErr error
@@ -496,83 +591,80 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		}
 		if err == nil {
 			switch {
-			case b.Magic >= 2 && b.BaseOffset < next:
-				err = fmt.Errorf("%w: batch base offset %d below %d", ErrCorrupt, b.BaseOffset, next)
-			case b.LastOffset() < next || b.LastOffset() < b.BaseOffset:
-				err = fmt.Errorf("%w: batch last offset %d below %d", ErrCorrupt, b.LastOffset(), next)
+			case b.Magic >= 2 && b.BaseOffset < sc.next:
+				err = fmt.Errorf("%w: batch base offset %d below %d", ErrCorrupt, b.BaseOffset, sc.next)
+			case b.LastOffset() < sc.next || b.LastOffset() < b.BaseOffset:
+				err = fmt.Errorf("%w: batch last offset %d below %d", ErrCorrupt, b.LastOffset(), sc.next)
 			case b.LastOffset()-s.base > math.MaxInt32:
 				err = fmt.Errorf("%w: offset %d too far from the segment base %d", ErrCorrupt, b.LastOffset(), s.base)
 			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				res.cause = err
+				sc.res.cause = err
 			}
 			break
 		}
 		buf = b.Raw[:cap(b.Raw)]
 		size := int64(b.Size())
 		if pos == 0 {
-			firstTs = b.MaxTimestamp
+			sc.firstTs = b.MaxTimestamp
 		}
-		if ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
-			idxErr = errors.Join(idxErr, sparseEntry(oidx, tidx, b.LastOffset(), pos, ib.maxTs, ib.offsetOfMax))
+		if sc.ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
+			idxErr = errors.Join(idxErr, sparseEntry(t.oidx, t.tidx, b.LastOffset(), pos, sc.ib.maxTs, sc.ib.offsetOfMax))
 		}
 		if b.IsTransactional() {
-			if t := prod.observe(&b); t != nil {
+			if a := prod.observe(&b); a != nil {
 				if s.mu.txn == nil {
-					p := strings.TrimSuffix(files.index, indexSuffix) + txnIndexSuffix
-					txn, err := index.OpenTxnIndex(ifs, p)
+					p := strings.TrimSuffix(t.files.index, indexSuffix) + txnIndexSuffix
+					txn, err := index.OpenTxnIndex(t.fs, p)
 					if err != nil {
-						return res, err
+						return sc, err
 					}
 					s.mu.txn, s.mu.files.txnIndex = txn, p
 				}
-				idxErr = errors.Join(idxErr, s.mu.txn.Append(*t))
+				idxErr = errors.Join(idxErr, s.mu.txn.Append(*a))
 			}
 		}
-		next = b.NextOffset()
+		sc.next = b.NextOffset()
 		pos += size
 	}
-	res.valid = pos
+	sc.res.valid = pos
 	if idxErr != nil {
-		s.logger.Warn("engine: index entries dropped during rebuild", "segment", logPath, "err", idxErr)
+		s.logger.Warn("engine: index entries dropped during rebuild", "segment", t.files.log, "err", idxErr)
 	}
-	if !active {
-		var errs []error
-		if ib.maxTs >= 0 {
-			errs = append(errs, finalTimeEntry(tidx, ib.maxTs, ib.offsetOfMax))
-		}
-		errs = append(errs, oidx.Trim(), tidx.Trim())
-		if onDisk {
-			errs = append(errs, oidx.Sync(), tidx.Sync())
-			if s.mu.txn != nil {
-				errs = append(errs, s.mu.txn.Sync())
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return res, err
-		}
-		if onDisk {
-			// Keep no writable mapping or descriptor for a sealed segment:
-			// reopen the rebuilt indexes read-only (entries on the heap).
-			if err := s.closeIndexesLocked(); err != nil {
-				return res, err
-			}
-			if err := s.openIndexesLocked(false); err != nil {
-				return res, err
-			}
+	return sc, nil
+}
+
+// sealRebuiltLocked finishes the rebuilt indexes of a segment that is not
+// active: the final time-index entry, trimmed, synced and (on disk) reopened
+// read-only.
+func (s *Segment) sealRebuiltLocked(t rebuildTarget, ib indexBuilder) error {
+	var errs []error
+	if ib.maxTs >= 0 {
+		errs = append(errs, finalTimeEntry(t.tidx, ib.maxTs, ib.offsetOfMax))
+	}
+	errs = append(errs, t.oidx.Trim(), t.tidx.Trim())
+	if t.onDisk {
+		errs = append(errs, t.oidx.Sync(), t.tidx.Sync())
+		if s.mu.txn != nil {
+			errs = append(errs, s.mu.txn.Sync())
 		}
 	}
-	if active {
-		s.w.ib = ib // the writer continues from here
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	s.next.Store(next)
-	s.maxTs.Store(ib.maxTs)
-	if pos > 0 {
-		s.firstBatchTs.Store(firstTs)
+	if t.onDisk {
+		// Keep no writable mapping or descriptor for a sealed segment:
+		// reopen the rebuilt indexes read-only (entries on the heap).
+		if err := s.closeIndexesLocked(); err != nil {
+			return err
+		}
+		if err := s.openIndexesLocked(false); err != nil {
+			return err
+		}
 	}
-	return res, nil
+	return nil
 }
 
 // sparseEntry adds an offset-index entry (off, pos) and, when ts >= 0, a

@@ -240,6 +240,41 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 		return ErrClosed
 	}
 	l := p.list()
+	replaced, err := p.replacedSegments(l, old, cleaned)
+	if err != nil {
+		return err
+	}
+	ws := slices.Clone(cleaned)
+	slices.SortFunc(ws, func(a, b *SegmentWriter) int { return cmp.Compare(b.base, a.base) })
+	if err := p.swapCleaned(ws); err != nil {
+		return err
+	}
+	gone, err := p.commitSwap(l, replaced, ws)
+	if err != nil {
+		return err
+	}
+	nl := make([]*Segment, 0, len(l)-len(gone)+len(ws))
+	for i, s := range l {
+		if !replaced[i] {
+			nl = append(nl, s)
+		}
+	}
+	for _, w := range ws {
+		nl = append(nl, p.installedSegment(w, cfg))
+	}
+	slices.SortFunc(nl, func(a, b *Segment) int { return cmp.Compare(a.base, b.base) })
+	p.publish(nl)
+	for _, s := range gone {
+		s.Release()
+	}
+	p.logger.Info("engine: replaced segments", "old", old, "new", len(ws))
+	return nil
+}
+
+// replacedSegments returns the indexes in l of the segments based at old,
+// or ErrConflict if one is missing or active, or if a cleaned segment would
+// replace a segment of l not in old.
+func (p *Partition) replacedSegments(l []*Segment, old []int64, cleaned []*SegmentWriter) (map[int]bool, error) {
 	pos := map[int64]int{}
 	for i, s := range l {
 		pos[s.base] = i
@@ -248,38 +283,42 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 	for _, b := range old {
 		i, ok := pos[b]
 		if !ok || i == len(l)-1 {
-			return fmt.Errorf("%w: segment %d is not a sealed segment of %s", ErrConflict, b, p.dir)
+			return nil, fmt.Errorf("%w: segment %d is not a sealed segment of %s", ErrConflict, b, p.dir)
 		}
 		replaced[i] = true
 	}
 	for _, w := range cleaned {
 		if i, ok := pos[w.base]; ok && !replaced[i] {
-			return fmt.Errorf("%w: cleaned segment %d would replace a segment it was not given", ErrConflict, w.base)
+			return nil, fmt.Errorf("%w: cleaned segment %d would replace a segment it was not given", ErrConflict, w.base)
 		}
 	}
-	ws := slices.Clone(cleaned)
-	slices.SortFunc(ws, func(a, b *SegmentWriter) int { return cmp.Compare(b.base, a.base) })
-	rename := func(w *SegmentWriter, from, to string) error {
-		for _, f := range []*string{&w.files.log, &w.files.index, &w.files.timeIndex, &w.files.txnIndex} {
-			if *f == "" {
-				continue
-			}
-			n := strings.TrimSuffix(*f, from) + to
-			if err := p.fs.Rename(*f, n); err != nil {
-				return fmt.Errorf("engine: replace segments: %w", err)
-			}
-			*f = n
+	return replaced, nil
+}
+
+// renameSegmentFiles renames each file of w from suffix from to suffix to.
+func (p *Partition) renameSegmentFiles(w *SegmentWriter, from, to string) error {
+	for _, f := range []*string{&w.files.log, &w.files.index, &w.files.timeIndex, &w.files.txnIndex} {
+		if *f == "" {
+			continue
 		}
-		return nil
+		n := strings.TrimSuffix(*f, from) + to
+		if err := p.fs.Rename(*f, n); err != nil {
+			return fmt.Errorf("engine: replace segments: %w", err)
+		}
+		*f = n
 	}
-	// Phase 1: cleaned -> swap, highest base first, made durable. A failure
-	// here is undone (swap -> cleaned) and the writers stay abortable; a
-	// crash is rolled back by recovery (a .swap at or above a .cleaned base
-	// is dropped).
+	return nil
+}
+
+// swapCleaned is phase 1 of ReplaceSegments: cleaned -> swap, in the order
+// of ws (highest base first), made durable. A failure here is undone
+// (swap -> cleaned) and the writers stay abortable; a crash is rolled back
+// by recovery (a .swap at or above a .cleaned base is dropped).
+func (p *Partition) swapCleaned(ws []*SegmentWriter) error {
 	undo := func(err error) error {
 		for _, w := range ws {
 			if strings.HasSuffix(w.files.log, swapSuffix) {
-				if uerr := rename(w, swapSuffix, cleanedSuffix); uerr != nil {
+				if uerr := p.renameSegmentFiles(w, swapSuffix, cleanedSuffix); uerr != nil {
 					p.logger.Error("engine: undoing a segment swap", "err", uerr)
 				}
 			}
@@ -287,16 +326,22 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 		return err
 	}
 	for _, w := range ws {
-		if err := rename(w, cleanedSuffix, swapSuffix); err != nil {
+		if err := p.renameSegmentFiles(w, cleanedSuffix, swapSuffix); err != nil {
 			return undo(err)
 		}
 	}
 	if err := p.fs.SyncDir(p.dir); err != nil {
 		return undo(fmt.Errorf("engine: replace segments: %w", err))
 	}
-	// Phase 2: committed. From here a crash or an error is completed by
-	// recovery at the next open (the .swap files are durable), so the
-	// writers are consumed whatever happens: Abort must not remove them.
+	return nil
+}
+
+// commitSwap is phase 2 of ReplaceSegments: the replaced segments of l are
+// marked deleted and the swaps renamed to their final names. From here a
+// crash or an error is completed by recovery at the next open (the .swap
+// files are durable), so the writers are consumed whatever happens: Abort
+// must not remove them. It returns the replaced segments.
+func (p *Partition) commitSwap(l []*Segment, replaced map[int]bool, ws []*SegmentWriter) ([]*Segment, error) {
 	for _, w := range ws {
 		w.closed = true
 	}
@@ -315,14 +360,14 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 	for i := range l {
 		if replaced[i] {
 			if err := p.markDeleted(l[i], now); err != nil {
-				return committed(err)
+				return nil, committed(err)
 			}
 			gone = append(gone, l[i])
 		}
 	}
 	for _, w := range ws {
-		if err := rename(w, swapSuffix, ""); err != nil {
-			return committed(err)
+		if err := p.renameSegmentFiles(w, swapSuffix, ""); err != nil {
+			return nil, committed(err)
 		}
 	}
 	if err := p.fs.SyncDir(p.dir); err != nil {
@@ -330,30 +375,21 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 		p.w.dirDirty = true
 		p.logger.Warn("engine: sync dir after a segment swap", "dir", p.dir, "err", err)
 	}
-	nl := make([]*Segment, 0, len(l)-len(gone)+len(ws))
-	for i, s := range l {
-		if !replaced[i] {
-			nl = append(nl, s)
-		}
+	return gone, nil
+}
+
+// installedSegment makes the sealed segment of a swapped-in writer, which
+// hands it its log file.
+func (p *Partition) installedSegment(w *SegmentWriter, cfg *Config) *Segment {
+	s := p.newSegment(w.base, w.log, w.files, w.size, cfg)
+	s.sealed.Store(true)
+	s.idxSynced.Store(true)
+	s.syncedSize.Store(w.size)
+	s.next.Store(w.next)
+	s.maxTs.Store(w.ib.maxTs)
+	if w.size > 0 {
+		s.firstBatchTs.Store(w.firstTs)
 	}
-	for _, w := range ws {
-		s := p.newSegment(w.base, w.log, w.files, w.size, cfg)
-		s.sealed.Store(true)
-		s.idxSynced.Store(true)
-		s.syncedSize.Store(w.size)
-		s.next.Store(w.next)
-		s.maxTs.Store(w.ib.maxTs)
-		if w.size > 0 {
-			s.firstBatchTs.Store(w.firstTs)
-		}
-		w.log = nil
-		nl = append(nl, s)
-	}
-	slices.SortFunc(nl, func(a, b *Segment) int { return cmp.Compare(a.base, b.base) })
-	p.publish(nl)
-	for _, s := range gone {
-		s.Release()
-	}
-	p.logger.Info("engine: replaced segments", "old", old, "new", len(ws))
-	return nil
+	w.log = nil
+	return s
 }
