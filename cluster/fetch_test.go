@@ -283,7 +283,9 @@ func TestFetchFollowsLeader(t *testing.T) {
 func TestFetchFailures(t *testing.T) {
 	tc := newTestCluster(t)
 	produce(t, tc.producer(t, "t", "none", ""), "x", 2)
-	f := NewFetcher(tc.cl, FetchOptions{Timeout: time.Second, Backoff: 10 * time.Millisecond})
+	// Long enough that a busy machine still fits two attempts (and a metadata
+	// refresh between them) before the fetch gives up.
+	f := NewFetcher(tc.cl, FetchOptions{Timeout: 5 * time.Second, Backoff: 10 * time.Millisecond})
 	ctx := context.Background()
 	_, err := f.Fetch(ctx, "nope", 0, 0, ReadUncommitted)
 	assert.ErrorIs(t, err, backend.ErrUnknownTopic)
