@@ -59,12 +59,14 @@ func (k *kafka) close() {
 // withClusterMount mounts k (`BIN mount --bootstrap-server ... MNT`) with
 // state and cache directories of its own (an empty local copy), topics
 // made by mkdir having one partition and kafkaReplicas replicas, runs fn
-// with the mount and unmounts it, whatever fn returned.
+// with the mount, unmounts it whatever fn returned and removes the
+// directories.
 func (r *runner) withClusterMount(ctx context.Context, k *kafka, fn func(*mountProc) error) error {
 	xdg, err := os.MkdirTemp(r.root, "xdg-")
 	if err != nil {
 		return err
 	}
+	defer os.RemoveAll(xdg) // the local copies: as much as the partitions read
 	env := []string{"XDG_STATE_HOME=" + xdg + "/state", "XDG_CACHE_HOME=" + xdg + "/cache"}
 	flags := []string{"--bootstrap-server", strings.Join(k.kc.ListenAddrs(), ",")}
 	config := map[string]string{"num.partitions": "1", "replication.factor": fmt.Sprint(kafkaReplicas)}
