@@ -458,21 +458,9 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		return 0, 0, ErrReadOnly
 	}
 	cfg := p.cfg.Load()
-	b, err := record.Parse(raw)
+	b, err := checkProducerBatch(raw, cfg)
 	if err != nil {
 		return 0, 0, err
-	}
-	if b.Magic != 2 {
-		return 0, 0, fmt.Errorf("%w: magic %d batch (only v2 is appended)", record.ErrUnsupported, b.Magic)
-	}
-	if err := b.Verify(); err != nil {
-		return 0, 0, err
-	}
-	if int64(len(raw)) > cfg.MaxRecordBytes() {
-		return 0, 0, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, len(raw), cfg.MaxRecordBytes())
-	}
-	if b.LastOffsetDelta < 0 || b.RecordCount < 0 {
-		return 0, 0, fmt.Errorf("%w: lastOffsetDelta %d, recordCount %d", ErrCorrupt, b.LastOffsetDelta, b.RecordCount)
 	}
 	now := p.now()
 	p.mu.Lock()
@@ -480,15 +468,54 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		p.mu.Unlock()
 		return 0, 0, ErrClosed
 	}
+	first, last, flush, err := p.appendBatchLocked(raw, &b, cfg, now)
+	p.mu.Unlock()
+	if err != nil {
+		return 0, 0, err
+	}
+	p.notify()
+	if flush {
+		if err := p.Flush(); err != nil {
+			return first, last, err
+		}
+	}
+	return first, last, nil
+}
+
+// checkProducerBatch parses raw and checks what AppendBatch takes: a v2
+// batch with a valid CRC, within max.message.bytes, with sane counts.
+func checkProducerBatch(raw []byte, cfg *Config) (record.Batch, error) {
+	b, err := record.Parse(raw)
+	if err != nil {
+		return b, err
+	}
+	if b.Magic != 2 {
+		return b, fmt.Errorf("%w: magic %d batch (only v2 is appended)", record.ErrUnsupported, b.Magic)
+	}
+	if err := b.Verify(); err != nil {
+		return b, err
+	}
+	if int64(len(raw)) > cfg.MaxRecordBytes() {
+		return b, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, len(raw), cfg.MaxRecordBytes())
+	}
+	if b.LastOffsetDelta < 0 || b.RecordCount < 0 {
+		return b, fmt.Errorf("%w: lastOffsetDelta %d, recordCount %d", ErrCorrupt, b.LastOffsetDelta, b.RecordCount)
+	}
+	return b, nil
+}
+
+// appendBatchLocked copies (or recompresses) the checked batch b of raw
+// into the encode buffer, stamps it and writes it at the log end. flush
+// says whether flush.messages or flush.ms ask for a flush now. Callers
+// hold p.mu.
+func (p *Partition) appendBatchLocked(raw []byte, b *record.Batch, cfg *Config, now time.Time) (first, last int64, flush bool, err error) {
 	var buf []byte
 	if !cfg.KeepsProducerCodec() && b.Codec() != cfg.Codec() && !b.IsControl() {
-		if buf, err = recompress(p.w.encBuf[:0], &b, cfg.Codec()); err != nil {
-			p.mu.Unlock()
-			return 0, 0, fmt.Errorf("engine: recompress batch: %w", err)
+		if buf, err = recompress(p.w.encBuf[:0], b, cfg.Codec()); err != nil {
+			return 0, 0, false, fmt.Errorf("engine: recompress batch: %w", err)
 		}
 		if int64(len(buf)) > cfg.MaxRecordBytes() {
-			p.mu.Unlock()
-			return 0, 0, fmt.Errorf("%w: recompressed batch of %d bytes, limit %d", ErrRecordTooLarge, len(buf), cfg.MaxRecordBytes())
+			return 0, 0, false, fmt.Errorf("%w: recompressed batch of %d bytes, limit %d", ErrRecordTooLarge, len(buf), cfg.MaxRecordBytes())
 		}
 	} else {
 		buf = append(p.w.encBuf[:0], raw...)
@@ -521,21 +548,10 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		}
 	}
 	p.trimBuffersLocked(cfg)
-	var flush bool
 	if err == nil {
 		flush = p.afterAppendLocked(int64(b.RecordCount), cfg, now)
 	}
-	p.mu.Unlock()
-	if err != nil {
-		return 0, 0, err
-	}
-	p.notify()
-	if flush {
-		if err := p.Flush(); err != nil {
-			return first, last, err
-		}
-	}
-	return first, last, nil
+	return first, last, flush, err
 }
 
 // afterAppendLocked counts unflushed records and says whether flush.messages
