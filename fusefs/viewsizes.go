@@ -503,68 +503,16 @@ func encodeIndex(buf []byte, cps []checkpoint) []byte {
 // there was none.
 var errNothingToSave = errors.New("nothing to save")
 
+// writeFile saves the mount's measures and indexes, and the saved entries of
+// segments still there unchanged, to a new ViewSizesFile that later lookups
+// read from. It returns the number of entries written (0: nothing to save).
 func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 	v.mu.Lock()
 	saved, old := v.mu.saved, v.mu.file // old is closed by saves only, which take turns
 	v.mu.Unlock()
 	w := newViewSizesWriter()
 	err := vfs.WriteAtomic(v.fs, v.path(), 0o644, func(out io.Writer) error {
-		w.begin(out)
-		ids := map[string]fileID{}
-		idOf := func(rel, path string) (fileID, bool) {
-			id, ok := ids[rel]
-			if !ok {
-				if id, ok = statID(v.fs, path); !ok {
-					return id, false
-				}
-				ids[rel] = id
-			}
-			return id, true
-		}
-		// One entry per segment, format and aborted set, the first that
-		// comes: the mount's indexes, then the saved entries of segments
-		// still there unchanged (their indexes), then the mount's measures
-		// without index.
-		mine := func(m segMeasure, cps []checkpoint) {
-			rel := v.rel(m.key.seg)
-			if rel == "" || m.bad != nil || m.scanned == 0 {
-				return
-			}
-			id, ok := idOf(rel, m.key.seg.LogPath())
-			if !ok || id.size != m.scanned {
-				return // gone, or measured short of its end
-			}
-			e := savedEntry{id: id, format: m.key.format.key(), abHash: m.abHash, rendered: m.rlen}
-			var blob []byte
-			if len(cps) > 0 {
-				w.buf = encodeIndex(w.buf, cps)
-				blob, e.cps = w.buf, uint32(len(cps))
-			}
-			w.add(rel, e, blob)
-		}
-		c.eachIndex(mine)
-		for rel, es := range saved {
-			if id, ok := idOf(rel, filepath.Join(v.dir, rel)); !ok || id != es[0].id {
-				continue
-			}
-			for _, e := range es {
-				var blob []byte
-				if e.cps > 0 && old != nil {
-					blob, _ = readBlob(old, e)
-				}
-				if blob == nil {
-					e.cps = 0 // keep the length, drop the index
-				}
-				w.add(rel, e, blob)
-			}
-		}
-		for _, m := range c.keptMeasures() {
-			mine(m, nil)
-		}
-		if w.count == 0 && len(saved) == 0 {
-			return errNothingToSave
-		}
-		return w.finish()
+		return v.writeEntries(w, out, c, saved, old)
 	})
 	if errors.Is(err, errNothingToSave) {
 		return 0, nil
@@ -584,6 +532,65 @@ func (v *viewSizes) writeFile(c *indexCache) (int, error) {
 		old.Close()
 	}
 	return int(w.count), ferr
+}
+
+// writeEntries writes the file's content to out through w: one entry per
+// segment, format and aborted set, the first that comes: the mount's
+// indexes, then the saved entries (read from old) of segments still there
+// unchanged (their indexes), then the mount's measures without index.
+func (v *viewSizes) writeEntries(w *viewSizesWriter, out io.Writer, c *indexCache, saved map[string][]savedEntry, old vfs.File) error {
+	w.begin(out)
+	ids := map[string]fileID{}
+	idOf := func(rel, path string) (fileID, bool) {
+		id, ok := ids[rel]
+		if !ok {
+			if id, ok = statID(v.fs, path); !ok {
+				return id, false
+			}
+			ids[rel] = id
+		}
+		return id, true
+	}
+	mine := func(m segMeasure, cps []checkpoint) {
+		rel := v.rel(m.key.seg)
+		if rel == "" || m.bad != nil || m.scanned == 0 {
+			return
+		}
+		id, ok := idOf(rel, m.key.seg.LogPath())
+		if !ok || id.size != m.scanned {
+			return // gone, or measured short of its end
+		}
+		e := savedEntry{id: id, format: m.key.format.key(), abHash: m.abHash, rendered: m.rlen}
+		var blob []byte
+		if len(cps) > 0 {
+			w.buf = encodeIndex(w.buf, cps)
+			blob, e.cps = w.buf, uint32(len(cps))
+		}
+		w.add(rel, e, blob)
+	}
+	c.eachIndex(mine)
+	for rel, es := range saved {
+		if id, ok := idOf(rel, filepath.Join(v.dir, rel)); !ok || id != es[0].id {
+			continue
+		}
+		for _, e := range es {
+			var blob []byte
+			if e.cps > 0 && old != nil {
+				blob, _ = readBlob(old, e)
+			}
+			if blob == nil {
+				e.cps = 0 // keep the length, drop the index
+			}
+			w.add(rel, e, blob)
+		}
+	}
+	for _, m := range c.keptMeasures() {
+		mine(m, nil)
+	}
+	if w.count == 0 && len(saved) == 0 {
+		return errNothingToSave
+	}
+	return w.finish()
 }
 
 // hashOver identifies the aborted transactions that overlap seg's offsets:
