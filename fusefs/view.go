@@ -93,10 +93,11 @@ func (v *viewNode) newState(ctx context.Context) (*viewState, *partState, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, ps, err := v.fsys.partition(ctx, v.loc)
+	p, err := t.Partition(v.loc.id)
 	if err != nil {
 		return nil, nil, err
 	}
+	ps := v.fsys.partState(p)
 	hint, from, err := v.start(ctx, p)
 	if err != nil {
 		return nil, nil, err
