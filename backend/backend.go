@@ -107,6 +107,28 @@ type Partition interface {
 	Subscribe() (<-chan struct{}, func())
 }
 
+// Enqueuer is a Partition whose appends travel to a remote log and can be
+// handed over without waiting for them (cluster mode: the producer keeps
+// its requests full instead of draining at every call). The records are
+// copied: the caller may reuse its buffers once Enqueue returns. Records
+// of successive calls are appended in call order, and a failure fails
+// every record handed over after it that was not yet appended, as with
+// any idempotent Kafka producer.
+type Enqueuer interface {
+	EnqueueEach(ctx context.Context, groups [][]record.Record) (Pending, error)
+	EnqueueLines(ctx context.Context, lines []byte) (Pending, error)
+}
+
+// Pending is the outcome of records handed to an Enqueuer.
+type Pending interface {
+	// Done is closed when every record is acknowledged or failed, or its
+	// delivery deadline passed.
+	Done() <-chan struct{}
+	// Wait returns the first and last offsets assigned, or the first
+	// failure, as AppendEach does; it returns by the delivery deadline.
+	Wait() (first, last int64, err error)
+}
+
 // FromStart asks Snapshot for every retained record.
 const FromStart = -1
 

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/topicfs/topicfs/backend"
@@ -48,6 +48,27 @@ func (p *Partition) name() string { return fmt.Sprintf("%s/%d", p.topic, p.id) }
 // finish in the background (their outcome unknown to the caller, as in
 // Kafka).
 func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (first, last int64, err error) {
+	w, err := p.EnqueueEach(ctx, groups)
+	if err != nil {
+		return 0, -1, err
+	}
+	return w.(*pendingProduce).wait(ctx)
+}
+
+// AppendLines produces each '\n'-terminated line of lines as a value-only
+// record, as AppendEach does. The client cuts the batches, so batchBytes
+// is not used.
+func (p *Partition) AppendLines(ctx context.Context, lines []byte, _ int) (first, last int64, err error) {
+	w, err := p.EnqueueLines(ctx, lines)
+	if err != nil {
+		return 0, -1, err
+	}
+	return w.(*pendingProduce).wait(ctx)
+}
+
+// EnqueueEach hands every record of groups to the producer, in order, and
+// returns without waiting for their acknowledgement (backend.Enqueuer).
+func (p *Partition) EnqueueEach(ctx context.Context, groups [][]record.Record) (backend.Pending, error) {
 	n, size := 0, 0
 	for _, g := range groups {
 		for i := range g {
@@ -58,13 +79,9 @@ func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (f
 			}
 		}
 	}
-	if n == 0 {
-		return 0, -1, nil
-	}
 	// The client keeps the records until they are acknowledged, which may
-	// be after a timed-out call returns: it gets a copy, not the caller's
-	// buffers.
-	arena := make([]byte, 0, size)
+	// be after the caller reused its buffers: it gets a copy.
+	arena := getBuf(size)
 	keep := func(b []byte) []byte {
 		if b == nil {
 			return nil
@@ -72,7 +89,7 @@ func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (f
 		arena = append(arena, b...)
 		return arena[len(arena)-len(b) : len(arena) : len(arena)]
 	}
-	recs := make([]kgo.Record, 0, n)
+	recs := getRecs(n)
 	for _, g := range groups {
 		for i := range g {
 			r := &g[i]
@@ -86,102 +103,23 @@ func (p *Partition) AppendEach(ctx context.Context, groups [][]record.Record) (f
 			recs = append(recs, kr)
 		}
 	}
-	return p.produce(ctx, recs)
+	return p.enqueue(ctx, recs, arena)
 }
 
-// AppendLines produces each '\n'-terminated line of lines as a value-only
-// record, as AppendEach does. The client cuts the batches, so batchBytes
-// is not used.
-func (p *Partition) AppendLines(ctx context.Context, lines []byte, _ int) (first, last int64, err error) {
+// EnqueueLines hands each '\n'-terminated line of lines to the producer
+// as a value-only record and returns without waiting (backend.Enqueuer).
+func (p *Partition) EnqueueLines(ctx context.Context, lines []byte) (backend.Pending, error) {
 	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
-		return 0, -1, fmt.Errorf("cluster: append to %s: lines must end with a newline", p.name())
+		return nil, fmt.Errorf("cluster: append to %s: lines must end with a newline", p.name())
 	}
-	own := append([]byte(nil), lines...) // kept by the client, as in AppendEach
-	recs := make([]kgo.Record, 0, bytes.Count(own, []byte{'\n'}))
+	own := append(getBuf(len(lines)), lines...) // kept by the client, as in EnqueueEach
+	recs := getRecs(bytes.Count(own, []byte{'\n'}))
 	for rest := own; len(rest) > 0; {
 		end := bytes.IndexByte(rest, '\n')
 		recs = append(recs, kgo.Record{Topic: p.topic, Partition: p.id, Value: rest[:end:end]})
 		rest = rest[end+1:]
 	}
-	return p.produce(ctx, recs)
-}
-
-// produceWait collects the outcomes of one call's records.
-type produceWait struct {
-	left  atomic.Int64
-	done  chan struct{}
-	mu    sync.Mutex
-	fails map[*kgo.Record]error
-	p     *Partition
-}
-
-// finish is every record's promise.
-func (w *produceWait) finish(r *kgo.Record, err error) {
-	if err != nil {
-		w.mu.Lock()
-		w.fails[r] = err
-		w.mu.Unlock()
-	}
-	w.p.settle(1)
-	if w.left.Add(-1) == 0 {
-		close(w.done)
-	}
-}
-
-// produce sends recs and waits for their acknowledgement, at most the
-// delivery budget (deliveryBudget). The records do not carry the caller's
-// context: the client fails every record buffered behind a canceled one
-// in the partition (it keeps a partition's records gapless), so one
-// writer's cancellation would fail the others'. A caller that gives up
-// gets its context's error at once, and its records go on, to their
-// acknowledgement or the delivery deadline.
-func (p *Partition) produce(ctx context.Context, recs []kgo.Record) (first, last int64, err error) {
-	op := "append to " + p.name()
-	if err := p.c.usable(); err != nil {
-		return 0, -1, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, -1, fmt.Errorf("cluster: %s: %w", op, err) // the caller's: as it is
-	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryBudget(p.c.opts.DeliveryTimeout))
-	abandoned := false
-	defer func() {
-		if !abandoned {
-			cancel() // all finished, or the deadline passed: fails what was not sent
-		}
-	}()
-	pr := p.c.currentProducer()
-	w := &produceWait{done: make(chan struct{}), fails: map[*kgo.Record]error{}, p: p}
-	w.left.Store(int64(len(recs)))
-	p.hold(len(recs))
-	for i := range recs {
-		pr.cl.Produce(pctx, &recs[i], w.finish)
-	}
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-		abandoned = true // pctx's own deadline ends what is left
-		return 0, -1, fmt.Errorf("cluster: %s: %w", op, ctx.Err())
-	case <-pctx.Done():
-		select {
-		case <-w.done: // finished as the deadline passed
-		default:
-			return 0, -1, p.produceErr(ctx, fmt.Errorf("%w: records not acknowledged within delivery.timeout.ms (%s)",
-				backend.ErrTimedOut, p.c.opts.DeliveryTimeout))
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := range recs {
-		if ferr, failed := w.fails[&recs[i]]; failed {
-			if i == 0 {
-				return 0, -1, p.produceErr(ctx, ferr)
-			}
-			return recs[0].Offset, recs[i-1].Offset, p.produceErr(ctx, ferr)
-		}
-	}
-	p.c.notify(partKey{p.topic, p.id})
-	return recs[0].Offset, recs[len(recs)-1].Offset, nil
+	return p.enqueue(ctx, recs, own)
 }
 
 // hold counts n records in flight; settle counts n of them done.
@@ -335,6 +273,11 @@ func (c *Cluster) listOffsets(ctx context.Context, topic string, ids []int32, ts
 		for id, err := range errs {
 			if leaderMoving(err) {
 				retry = append(retry, id)
+			} else if brokerGone(err) {
+				// The leader the client knew left the cluster: learn the
+				// new one.
+				c.client.ForceMetadataRefresh()
+				retry = append(retry, id)
 			}
 		}
 		if len(retry) == 0 {
@@ -347,6 +290,13 @@ func (c *Cluster) listOffsets(ctx context.Context, topic string, ids []int32, ts
 		}
 		ids = retry
 	}
+}
+
+// brokerGone reports a request that could not reach the broker the
+// client's metadata names (removed, or restarting on another address).
+func brokerGone(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // leaderMoving reports the answers of a partition whose leadership is

@@ -190,6 +190,9 @@ type appendHandle struct {
 	// maxJobs): each runs after the one before it, so the engine goes
 	// from one WRITE's batches straight to the next.
 	jobs []*appendJob
+	// acks are the records jobs handed to a remote log (backend.Enqueuer)
+	// and not yet known acknowledged, oldest first (at most maxAcks).
+	acks []backend.Pending
 	// long is the state of a line refused as too long whose rest may
 	// still arrive (appendline.go).
 	long longLine
@@ -285,6 +288,9 @@ func (h *appendHandle) write(data []byte) (uint32, syscall.Errno) {
 		if err := h.reap(); err != nil && h.err == nil {
 			h.err = err
 		}
+	}
+	if err := h.reapAcks(); err != nil && h.err == nil {
+		h.err = err
 	}
 	h.keepTail() // the descriptor is still written to: a begun line is not final
 	if err := h.takeErr(); err != nil {

@@ -39,6 +39,7 @@ type appendJob struct {
 	bulk      int  // the bulk buffer its records alias, -1: none
 	arena     bool // some records alias the handle's arena
 	err       error
+	pend      []backend.Pending // records handed to a remote log (backend.Enqueuer)
 	done      chan struct{}
 	free      [][][]record.Record // group slices of earlier items, for reuse
 }
@@ -49,20 +50,40 @@ type jobItem struct {
 	recs   []record.Record   // the backing slice of groups, reused afterwards
 }
 
+// run appends the job's records. To a remote log (backend.Enqueuer) it
+// only hands them over: the handle waits for their acknowledgements later
+// (appendHandle.acks), so the next WRITE's records follow while these are
+// in flight and the producer never drains between WRITEs.
 func (j *appendJob) run() {
+	ctx := context.Background()
 	for i := range j.items {
 		it := &j.items[i]
-		if _, _, err := it.pb.p.AppendEach(context.Background(), it.groups); err != nil && j.err == nil {
+		var err error
+		if q, ok := it.pb.p.(backend.Enqueuer); ok {
+			var pend backend.Pending
+			if pend, err = q.EnqueueEach(ctx, it.groups); err == nil {
+				j.pend = append(j.pend, pend)
+			}
+		} else {
+			_, _, err = it.pb.p.AppendEach(ctx, it.groups)
+		}
+		if err != nil && j.err == nil {
 			j.err = err
 		}
 	}
 	if (j.lines != nil || j.encoded) && j.err == nil {
 		// After the pending records they follow; not after a failure of
 		// those (the records would come out of order).
-		if j.encoded {
+		switch q, ok := j.linesLog.(backend.Enqueuer); {
+		case j.encoded:
 			j.appendEncoded()
-		} else {
-			_, _, j.err = j.linesLog.AppendLines(context.Background(), j.lines, j.batchSize)
+		case ok:
+			var pend backend.Pending
+			if pend, j.err = q.EnqueueLines(ctx, j.lines); j.err == nil {
+				j.pend = append(j.pend, pend)
+			}
+		default:
+			_, _, j.err = j.linesLog.AppendLines(ctx, j.lines, j.batchSize)
 		}
 	}
 	j.enc.Reset()
@@ -121,6 +142,7 @@ func (h *appendHandle) newJob() *appendJob {
 	}
 	j.items = j.items[:0]
 	j.bulk, j.arena, j.err = -1, false, nil
+	j.pend = j.pend[:0]
 	j.lines, j.linesLog, j.linesEng, j.encoded = nil, nil, nil, false
 	j.done = make(chan struct{})
 	return j
@@ -161,6 +183,45 @@ func (h *appendHandle) runNow(job *appendJob) error {
 	h.jobs = append(h.jobs, job)
 	if err := h.reap(); first == nil {
 		first = err
+	}
+	if err := h.waitAcks(0); first == nil {
+		first = err
+	}
+	return first
+}
+
+// maxAcks bounds the handed-over appends a handle waits for: the
+// producer's own buffer bounds the records in flight, this the calls.
+const maxAcks = 64
+
+// waitAcks waits until at most keep handed-over appends are unacknowledged
+// and returns the first failure among those it waited for. The caller
+// holds h.mu.
+func (h *appendHandle) waitAcks(keep int) error {
+	var first error
+	for len(h.acks) > keep {
+		if _, _, err := h.acks[0].Wait(); err != nil && first == nil {
+			first = err
+		}
+		h.acks[0] = nil
+		h.acks = h.acks[1:]
+	}
+	return first
+}
+
+// reapAcks drops the acknowledged appends at the front of acks without
+// waiting and returns the first failure among them. The caller holds h.mu.
+func (h *appendHandle) reapAcks() error {
+	var first error
+	for len(h.acks) > 0 {
+		select {
+		case <-h.acks[0].Done():
+		default:
+			return first
+		}
+		if err := h.waitAcks(len(h.acks) - 1); first == nil {
+			first = err
+		}
 	}
 	return first
 }
@@ -223,7 +284,13 @@ func (h *appendHandle) reap() error {
 	if errors.Is(j.err, syscall.ENOSPC) {
 		h.logNoSpace(j.err)
 	}
-	return j.err
+	h.acks = append(h.acks, j.pend...)
+	clear(j.pend)
+	err := j.err
+	if aerr := h.waitAcks(maxAcks); err == nil {
+		err = aerr
+	}
+	return err
 }
 
 // appendAll appends every buffered batch, after the job in flight. The
