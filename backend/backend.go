@@ -129,6 +129,13 @@ type Pending interface {
 	Wait() (first, last int64, err error)
 }
 
+// TailSnapshotter is a Partition that takes a Snapshot of its last n
+// records (fewer if it holds fewer) in one step: a remote log lists its
+// bounds once, not once to find the start and again for the snapshot.
+type TailSnapshotter interface {
+	SnapshotLast(ctx context.Context, n int64) (*Snapshot, error)
+}
+
 // FromStart asks Snapshot for every retained record.
 const FromStart = -1
 

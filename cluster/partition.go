@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -211,14 +212,25 @@ const (
 	earliestTS = -2 // the log start offset
 )
 
-// Offsets returns the log start offset and the high watermark.
+// Offsets returns the log start offset and the high watermark (two
+// ListOffsets, sent together).
 func (p *Partition) Offsets(ctx context.Context) (backend.Offsets, error) {
-	start, err := p.listOffset(ctx, earliestTS, false)
-	if err != nil {
-		return backend.Offsets{}, err
-	}
-	end, err := p.listOffset(ctx, latestTS, false)
-	if err != nil {
+	return p.bounds(ctx, false)
+}
+
+// bounds lists the log start offset and the end: the high watermark, or
+// with readCommitted the last stable offset.
+func (p *Partition) bounds(ctx context.Context, readCommitted bool) (backend.Offsets, error) {
+	var start int64
+	var serr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start, serr = p.listOffset(ctx, earliestTS, false)
+	}()
+	end, err := p.listOffset(ctx, latestTS, readCommitted)
+	<-done
+	if err = cmp.Or(serr, err); err != nil {
 		return backend.Offsets{}, err
 	}
 	return backend.Offsets{LogStart: start, End: end}, nil
@@ -248,7 +260,9 @@ func (p *Partition) OffsetForTime(ctx context.Context, ts int64) (int64, error) 
 func (p *Partition) listOffset(ctx context.Context, ts int64, readCommitted bool) (int64, error) {
 	offs, errs := p.c.listOffsets(ctx, p.topic, []int32{p.id}, ts, readCommitted)
 	if err := errs[p.id]; err != nil {
-		return 0, mapErr("list offsets of "+p.name(), err)
+		err = mapErr("list offsets of "+p.name(), err)
+		p.staleOn(err)
+		return 0, err
 	}
 	return offs[p.id], nil
 }
@@ -289,6 +303,14 @@ func (c *Cluster) listOffsets(ctx context.Context, topic string, ids []int32, ts
 		case <-time.After(wait):
 		}
 		ids = retry
+	}
+}
+
+// staleOn has the topic read again at its next lookup if err says it
+// changed (deleted, or fewer partitions than it had).
+func (p *Partition) staleOn(err error) {
+	if errors.Is(err, backend.ErrUnknownTopic) || errors.Is(err, backend.ErrUnknownPartition) {
+		p.t.stale()
 	}
 }
 
@@ -356,18 +378,26 @@ func (c *Cluster) listOffsetsOnce(ctx context.Context, topic string, ids []int32
 // It ends at the high watermark asked for now (the last stable offset
 // with Options.ReadCommitted), fetching only what the copy lacks.
 func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
-	var end int64
-	var err error
-	if p.c.opts.ReadCommitted {
-		end, err = p.LastStable(ctx)
-	} else {
-		var offs backend.Offsets
-		offs, err = p.Offsets(ctx)
-		end = offs.End
-	}
+	end, err := p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
 	if err != nil {
 		return nil, err
 	}
+	return p.snapshot(ctx, from, end)
+}
+
+// SnapshotLast is Snapshot of the last n records (fewer if the log holds
+// fewer): the bounds and the end are listed together, once.
+func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapshot, error) {
+	offs, err := p.bounds(ctx, p.c.opts.ReadCommitted)
+	if err != nil {
+		return nil, err
+	}
+	return p.snapshot(ctx, max(offs.End-n, offs.LogStart), offs.End)
+}
+
+// snapshot brings the local copy up to end and takes its segments from
+// from on.
+func (p *Partition) snapshot(ctx context.Context, from, end int64) (*backend.Snapshot, error) {
 	mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)

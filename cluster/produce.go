@@ -129,6 +129,7 @@ func (w *pendingProduce) result() {
 				w.first, w.last = w.recs[0].Offset, w.recs[i-1].Offset
 			}
 			w.err = p.produceErr(w.ctx, ferr)
+			p.staleOn(w.err)
 			return
 		}
 	}

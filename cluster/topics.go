@@ -93,6 +93,9 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 		t = &Topic{c: c, name: name}
 	}
 	c.mu.Unlock()
+	if ok && t.fresh() {
+		return t, nil
+	}
 	if err := t.refresh(ctx); err != nil {
 		if ok && errors.Is(err, backend.ErrUnknownTopic) { // deleted by another client
 			c.mu.Lock()
@@ -237,6 +240,29 @@ type Topic struct {
 	stored   map[string]string // topicfs's settings set for this topic
 	settings backend.Settings
 	minISR   int
+	readAt   time.Time // when the above were read; zero: read them again
+}
+
+// topicFresh is how long a topic's metadata and configuration are reused
+// by lookups: one shell command looks a topic up at every level of a path
+// and for every file it stats. What this mount changes (partitions,
+// configs, deletion) is read again at once; what other clients change
+// shows within topicFresh. The config and stats files always read anew.
+const topicFresh = time.Second
+
+// fresh reports whether the topic was read within topicFresh.
+func (t *Topic) fresh() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.readAt.IsZero() && time.Since(t.readAt) < topicFresh
+}
+
+// stale makes the next lookup read the topic again (an answer said it
+// changed).
+func (t *Topic) stale() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readAt = time.Time{}
 }
 
 var _ backend.Topic = (*Topic)(nil)
@@ -316,6 +342,7 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	t.rf = replicationFactor(mt)
 	t.configs, t.stored = configs, stored
 	t.settings, t.minISR = t.derive(local)
+	t.readAt = time.Now()
 	t.c.maxBytes.Store(t.name, int32(t.settings.MaxRecordBytes))
 	t.c.renewProducer(t.name, t.settings.MaxRecordBytes)
 	return mt, nil

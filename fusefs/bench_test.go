@@ -78,7 +78,7 @@ func BenchmarkViewReadBigBatches(b *testing.B) {
 		}
 	}
 	ps := newPartState(newFsys(nil, Options{}), asPart(p))
-	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 0, nil })
+	st, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return 0, nil })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func BenchmarkViewRead(b *testing.B) {
 		f    viewFormat
 	}{{"plain", viewFormat{}}, {"json", viewFormat{json: true}}} {
 		b.Run(f.name, func(b *testing.B) {
-			st, err := newViewState(context.Background(), ps, f.f, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 0, nil })
+			st, err := newViewState(context.Background(), ps, f.f, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return 0, nil })
 			if err != nil {
 				b.Fatal(err)
 			}

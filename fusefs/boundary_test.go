@@ -156,7 +156,7 @@ func TestViewsCrossBufferBoundaries(t *testing.T) {
 				ps := newPartState(f, asPart(p))
 				for _, format := range formats {
 					for _, from := range []int64{0, bigOff, bigOff + 1} {
-						st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
+						st, err := newViewState(context.Background(), ps, format, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return from, nil })
 						require.NoError(t, err)
 						want := renderAll(format, recs, from)
 						before := renderAll(format, recs[:3], from)
@@ -184,7 +184,7 @@ func TestViewsCrossBufferBoundaries(t *testing.T) {
 			f = newFsys(local.New(d), Options{Logger: quiet})
 			defer f.sizes.close()
 			readBefore := p.Stats().BytesRead
-			st, err := newViewState(context.Background(), newPartState(f, asPart(p)), viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return 0, nil })
+			st, err := newViewState(context.Background(), newPartState(f, asPart(p)), viewFormat{}, snapshotFrom(asPart(p), backend.FromStart), func(s *backend.Snapshot) (int64, error) { return 0, nil })
 			require.NoError(t, err)
 			assert.Equal(t, int64(len(renderAll(viewFormat{}, recs, 0))), st.size())
 			st.release()

@@ -106,12 +106,15 @@ func (d *byOffsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if err != nil {
 		return nil, d.fsys.errno("lookup", err)
 	}
-	offs, err := pl.Offsets(ctx)
-	if err != nil {
-		return nil, d.fsys.errno("lookup", err)
-	}
-	if off >= 0 && (off < offs.LogStart || off > offs.End) {
-		return nil, syscall.ENOENT
+	if off >= 0 {
+		// by-offset/-N always exists; N must be retained or the end.
+		offs, err := pl.Offsets(ctx)
+		if err != nil {
+			return nil, d.fsys.errno("lookup", err)
+		}
+		if off < offs.LogStart || off > offs.End {
+			return nil, syscall.ENOENT
+		}
 	}
 	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("by-offset", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
 		return &viewNode{fsys: d.fsys, loc: d.loc, kind: viewByOffset, jsonl: jsonl, offset: off}

@@ -203,7 +203,7 @@ func TestRawViewsMatchDecodedViews(t *testing.T) {
 	ps := newPartState(newFsys(nil, Options{}), asPart(p))
 	for _, f := range []viewFormat{{}, {nullMarker: "-"}} {
 		want := renderAll(f, all, 3)
-		st, err := newViewState(context.Background(), ps, f, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 3, nil })
+		st, err := newViewState(context.Background(), ps, f, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return 3, nil })
 		require.NoError(t, err)
 		require.Equal(t, int64(len(want)), st.size())
 		for _, size := range []int{1, 7, 100, 4096, 65536, 1 << 20} {

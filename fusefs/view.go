@@ -60,31 +60,46 @@ var (
 	_ fs.NodeReleaser    = (*viewNode)(nil)
 )
 
-// start resolves where the view starts: hint, the offset to snapshot from
-// (backend.FromStart: the log start), and from, the start in that
+// start resolves where the view starts: take, the snapshot to start in
+// (from an offset at or before the start), and from, the start in that
 // snapshot. by-offset/N must lie in the snapshot's range
 // (ErrOffsetOutOfRange); by-offset/-N starts N offsets before the end, and
 // by-time/T at the first record at or after T, both kept within the range.
-func (v *viewNode) start(ctx context.Context, p backend.Partition) (hint int64, from func(*backend.Snapshot) (int64, error), err error) {
+func (v *viewNode) start(ctx context.Context, p backend.Partition) (take snapshotFunc, from func(*backend.Snapshot) (int64, error), err error) {
+	var hint int64
 	switch {
 	case v.kind == viewByOffset && v.offset >= 0:
-		return v.offset, func(*backend.Snapshot) (int64, error) { return v.offset, nil }, nil
+		return snapshotFrom(p, v.offset), func(*backend.Snapshot) (int64, error) { return v.offset, nil }, nil
 	case v.kind == viewByOffset:
+		if tp, ok := p.(backend.TailSnapshotter); ok {
+			n := -v.offset
+			take = func(ctx context.Context) (*backend.Snapshot, error) { return tp.SnapshotLast(ctx, n) }
+			return take, func(s *backend.Snapshot) (int64, error) {
+				return min(max(s.Offsets.End-n, s.Offsets.LogStart), s.Offsets.End), nil
+			}, nil
+		}
 		offs, err := p.Offsets(ctx)
 		if err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 		hint = max(offs.End+v.offset, offs.LogStart)
 	case v.kind == viewByTime:
 		if hint, err = p.OffsetForTime(ctx, v.tspec.resolve(time.Now())); err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 	default:
-		return backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil }, nil
+		return snapshotFrom(p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil }, nil
 	}
-	return hint, func(s *backend.Snapshot) (int64, error) {
+	return snapshotFrom(p, hint), func(s *backend.Snapshot) (int64, error) {
 		return min(max(hint, s.Offsets.LogStart), s.Offsets.End), nil
 	}, nil
+}
+
+// snapshotFunc takes the snapshot a new view state starts in.
+type snapshotFunc func(ctx context.Context) (*backend.Snapshot, error)
+
+func snapshotFrom(p backend.Partition, from int64) snapshotFunc {
+	return func(ctx context.Context) (*backend.Snapshot, error) { return p.Snapshot(ctx, from) }
 }
 
 // newState builds a fresh state from the partition as it is now.
@@ -98,11 +113,11 @@ func (v *viewNode) newState(ctx context.Context) (*viewState, *partState, error)
 		return nil, nil, err
 	}
 	ps := v.fsys.partState(p)
-	hint, from, err := v.start(ctx, p)
+	take, from, err := v.start(ctx, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := newViewState(ctx, ps, formatFor(t.Settings(), v.jsonl), hint, from)
+	st, err := newViewState(ctx, ps, formatFor(t.Settings(), v.jsonl), take, from)
 	return st, ps, err
 }
 

@@ -84,7 +84,7 @@ func TestViewStateReadsAndSeeks(t *testing.T) {
 	for _, format := range formats {
 		for _, from := range []int64{0, 17, 1234, int64(len(recs)) - 1, int64(len(recs))} {
 			t.Run(fmt.Sprintf("%+v/from-%d", format, from), func(t *testing.T) {
-				st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
+				st, err := newViewState(context.Background(), ps, format, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return from, nil })
 				require.NoError(t, err)
 				defer st.release()
 				want := renderAll(format, recs, from)
@@ -121,7 +121,7 @@ func TestViewStateGrowsAndKeepsDeletedSegments(t *testing.T) {
 	recs := viewRecordsFixture(t, p, 1000)
 	f := newFsys(nil, Options{})
 	ps := newPartState(f, asPart(p))
-	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
+	st, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
 	require.NoError(t, err)
 	defer st.release()
 	want := renderAll(viewFormat{}, recs, 0)
@@ -145,7 +145,7 @@ func TestViewStateGrowsAndKeepsDeletedSegments(t *testing.T) {
 	assert.Equal(t, string(want), string(got[:k]))
 
 	// A new state starts at the new log start.
-	st2, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
+	st2, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil })
 	require.NoError(t, err)
 	defer st2.release()
 	assert.Less(t, st2.size(), st.size())
@@ -158,7 +158,7 @@ func TestSeekReadsOneInterval(t *testing.T) {
 	viewRecordsFixture(t, p, 8000)
 	f := newFsys(nil, Options{})
 	ps := newPartState(f, asPart(p))
-	st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(s *backend.Snapshot) (int64, error) { return 0, nil })
+	st, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return 0, nil })
 	require.NoError(t, err)
 	defer st.release()
 	size := st.size()
@@ -317,7 +317,7 @@ func TestViewStateTinyReads(t *testing.T) {
 	recs := viewRecordsFixture(t, p, 300)
 	ps := newPartState(newFsys(nil, Options{}), asPart(p))
 	for _, format := range testFormats {
-		st, err := newViewState(context.Background(), ps, format, backend.FromStart, func(*backend.Snapshot) (int64, error) { return 5, nil })
+		st, err := newViewState(context.Background(), ps, format, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return 5, nil })
 		require.NoError(t, err)
 		want := renderAll(format, recs, 5)
 		for _, size := range []int{1, 3, 64, 1000} {

@@ -211,7 +211,7 @@ func TestHostileSavedIndexNeverCrashes(t *testing.T) {
 			f := newFsys(local.New(d), Options{Logger: slog.New(slog.DiscardHandler), ReadOnly: true})
 			ps := newPartState(f, asPart(p))
 			for _, from := range []int64{0, recs[3].Offset} {
-				st, err := newViewState(context.Background(), ps, viewFormat{}, backend.FromStart, func(*backend.Snapshot) (int64, error) { return from, nil })
+				st, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, backend.FromStart), func(*backend.Snapshot) (int64, error) { return from, nil })
 				if err != nil {
 					continue // EIO: the saved index points inside a batch
 				}

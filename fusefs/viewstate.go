@@ -49,8 +49,8 @@ type viewState struct {
 // start as far as it is known before the snapshot; backend.FromStart) and
 // holds the segments from the one holding offset from(snapshot) onwards.
 // from may return ErrOffsetOutOfRange.
-func newViewState(ctx context.Context, ps *partState, format viewFormat, hint int64, from func(*backend.Snapshot) (int64, error)) (*viewState, error) {
-	snap, err := ps.p.Snapshot(ctx, hint)
+func newViewState(ctx context.Context, ps *partState, format viewFormat, take snapshotFunc, from func(*backend.Snapshot) (int64, error)) (*viewState, error) {
+	snap, err := take(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// requestCounter counts the requests kc serves, by API name, from when it
+// is reset.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func countRequests(kc *kfake.Cluster) *requestCounter {
+	rc := &requestCounter{n: map[string]int{}}
+	kc.ControlKey(-1, func(req kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		rc.mu.Lock()
+		rc.n[kmsg.NameForKey(req.Key())]++
+		rc.mu.Unlock()
+		return nil, nil, false
+	})
+	return rc
+}
+
+func (rc *requestCounter) take() map[string]int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := rc.n
+	rc.n = map[string]int{}
+	return n
+}
+
+// TestClusterRequestsPerOperation bounds the requests a shell operation
+// sends to the cluster: `ls -l` of a partition sends no Fetch, and `cat
+// by-offset/-10` of a partition sends a handful of requests (its topic's
+// metadata and configuration are reused between operations), not one per
+// FUSE operation.
+func TestClusterRequestsPerOperation(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/r && seq 1 5000 > $MNT/r/0/append && cat $MNT/r/0/by-offset/-10 >/dev/null`)
+	rc := countRequests(kc)
+
+	const runs = 20
+	rc.take()
+	got := m.Sh(t, fmt.Sprintf(`for i in $(seq %d); do cat $MNT/r/0/by-offset/-10; done | sort -n | uniq -c | wc -l`, runs))
+	assert.Equal(t, "10\n", got, "the last 10 records, every time")
+	n := rc.take()
+	t.Logf("%d x cat by-offset/-10: %v", runs, n)
+	assert.Zero(t, n["Fetch"], "the copy holds the last records")
+	assert.Less(t, n["Metadata"]+n["DescribeConfigs"], runs, "topic lookups reuse what was read")
+	assert.LessOrEqual(t, n["ListOffsets"], 4*runs, "three ListOffsets per cat (bounds at open, the end at fstat), and the watcher's polls")
+
+	got = m.Sh(t, `ls -l $MNT/r/0/ | wc -l`)
+	require.NotEqual(t, "0\n", got)
+	n = rc.take()
+	t.Logf("ls -l of a partition: %v", n)
+	assert.Zero(t, n["Fetch"], "ls -l never fetches records")
+	total := 0
+	for _, c := range n {
+		total += c
+	}
+	assert.LessOrEqual(t, total, 12, "O(1) requests: %v", n)
+}
