@@ -63,7 +63,11 @@ const (
 // uses a cluster's directory at a time (engine.LockDir, ErrLocked). Safe
 // for concurrent use.
 type Mirror struct {
-	fs     vfs.FS
+	fs vfs.FS
+	// cache is fs without fsyncs, for what a crash discards anyway (the
+	// copies' files, their topic ids, discarding): a copy is made durable
+	// once, before its clean-close mark (syncCopy).
+	cache  vfs.FS
 	dir    string
 	opts   MirrorOptions
 	logger *slog.Logger
@@ -98,7 +102,7 @@ func OpenMirror(fsys vfs.FS, dir string, opts MirrorOptions) (*Mirror, error) {
 	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: mirror directory: %w", err)
 	}
-	return &Mirror{fs: fsys, dir: dir, opts: opts, logger: opts.Logger,
+	return &Mirror{fs: fsys, cache: vfs.NoSync(fsys), dir: dir, opts: opts, logger: opts.Logger,
 		locks: map[string]io.Closer{}, parts: map[mirrorKey]*MirrorPartition{}}, nil
 }
 
@@ -194,7 +198,7 @@ func (m *Mirror) openPartition(key mirrorKey) (*MirrorPartition, error) {
 	} else if err := m.discard(dir); err != nil {
 		return nil, err
 	}
-	p, err := engine.OpenPartition(m.fs, dir, key.topic, int(key.partition), engine.PartitionOptions{
+	p, err := engine.OpenPartition(m.cache, dir, key.topic, int(key.partition), engine.PartitionOptions{
 		Config: m.engineConfig(), RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1,
 		CleanShutdown: clean, Logger: m.logger})
 	if err != nil {
@@ -251,10 +255,12 @@ func (m *Mirror) discard(dir string) error {
 		return fmt.Errorf("cluster: mirror %s: %w", dir, err)
 	}
 	m.logger.Info("cluster: discarding a mirror that was not closed cleanly", "dir", dir)
-	if err := m.fs.RemoveAll(dir); err != nil {
+	// Not made durable: a crash before the copy is marked clean again
+	// discards whatever is left of this one too.
+	if err := m.cache.RemoveAll(dir); err != nil {
 		return fmt.Errorf("cluster: mirror %s: %w", dir, err)
 	}
-	return m.fs.SyncDir(filepath.Dir(dir))
+	return nil
 }
 
 // writeClean marks dir's copy closed cleanly, with its open transactions.
@@ -267,7 +273,46 @@ func (m *Mirror) writeClean(dir string, open map[int64]int64) error {
 	if err != nil {
 		return err
 	}
+	if err := m.syncCopy(dir); err != nil {
+		return err
+	}
 	return vfs.WriteFileAtomic(m.fs, filepath.Join(dir, cleanFile), append(data, '\n'), 0o600)
+}
+
+// syncCopy makes every file of a closed copy, the directory's entries and
+// the directory itself durable: they were written without fsync (Mirror.cache), and the clean
+// mark written next says they can be trusted without a scan.
+func (m *Mirror) syncCopy(dir string) error {
+	ents, err := m.fs.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cluster: mirror %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		f, err := m.fs.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0)
+		if err != nil {
+			return fmt.Errorf("cluster: mirror %s: %w", dir, err)
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: mirror %s: %w", dir, err)
+		}
+	}
+	// The directory and its parents up to the cache's were created
+	// without fsync too.
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := m.fs.SyncDir(d); err != nil {
+			return fmt.Errorf("cluster: mirror %s: %w", dir, err)
+		}
+		if d == m.dir || d == filepath.Dir(d) {
+			return m.fs.SyncDir(filepath.Dir(d))
+		}
+	}
 }
 
 // readTopicID reads partition.metadata (Kafka's format: "version: 0" and
@@ -295,7 +340,7 @@ func (m *Mirror) readTopicID(dir string) [16]byte {
 // writeTopicID writes partition.metadata.
 func (m *Mirror) writeTopicID(dir string, id [16]byte) error {
 	data := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) // no final newline, as Kafka
-	return vfs.WriteFileAtomic(m.fs, filepath.Join(dir, metadataFile), []byte(data), 0o600)
+	return vfs.WriteFileAtomic(m.cache, filepath.Join(dir, metadataFile), []byte(data), 0o600)
 }
 
 // Close closes every partition copy, marking each closed cleanly, and

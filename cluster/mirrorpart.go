@@ -215,22 +215,28 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 	bound := int64(-1)
 	restarted := false
 	fetches0 := mp.fetches.Load()
+	var ahead *prefetch
+	defer func() { ahead.drop() }()
 	for {
 		le := mp.p.LogEndOffset()
 		if le >= end && (!mp.openBelow(end) || (bound >= 0 && le >= bound)) {
 			return nil
 		}
-		size := int32(0)
-		if n := int(mp.fetches.Load() - fetches0); n < len(fetchRamp) {
-			size = fetchRamp[n]
+		res, err := ahead.take(le)
+		ahead = nil
+		if res == nil && err == nil {
+			res, err = src.Fetch(ctx, le, mp.fetchSize(fetches0))
 		}
-		res, err := src.Fetch(ctx, le, size)
 		if err != nil {
 			return err
 		}
 		mp.fetches.Add(1)
 		if bound < 0 {
 			bound = res.HighWatermark
+		}
+		if next := res.NextOffset; len(res.Batches) > 0 && (next < end || next < bound) {
+			// The next answer travels while this one is written.
+			ahead = startPrefetch(ctx, src, next, mp.fetchSize(fetches0))
 		}
 		changed, err := mp.checkTopicIDLocked(res.TopicID)
 		if err == nil && !changed && len(res.Batches) > 0 {
@@ -253,6 +259,54 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 			return nil // the cluster has no more (end was past its high watermark)
 		}
 		mp.enforceLocked()
+	}
+}
+
+// fetchSize is the size the next fetch of a fill that began when the
+// copy had made fetches0 fetches asks for (0: the source's default).
+func (mp *MirrorPartition) fetchSize(fetches0 int64) int32 {
+	if n := int(mp.fetches.Load() - fetches0); n >= 0 && n < len(fetchRamp) {
+		return fetchRamp[n]
+	}
+	return 0
+}
+
+// prefetch is a fetch sent before the answer before it was written.
+type prefetch struct {
+	at   int64
+	done chan struct{}
+	res  *FetchResult
+	err  error
+}
+
+func startPrefetch(ctx context.Context, src Source, at int64, size int32) *prefetch {
+	pf := &prefetch{at: at, done: make(chan struct{})}
+	go func() {
+		defer close(pf.done)
+		pf.res, pf.err = src.Fetch(ctx, at, size)
+	}()
+	return pf
+}
+
+// take returns the prefetched answer if it was fetched at le (nil, nil if
+// there is none or it is of another offset: the copy restarted or was cut
+// since).
+func (pf *prefetch) take(le int64) (*FetchResult, error) {
+	if pf == nil {
+		return nil, nil
+	}
+	<-pf.done
+	if pf.at != le {
+		return nil, nil
+	}
+	return pf.res, pf.err
+}
+
+// drop waits for a prefetch nobody will take: a fill returns with no
+// fetch of its left running.
+func (pf *prefetch) drop() {
+	if pf != nil {
+		<-pf.done
 	}
 }
 
