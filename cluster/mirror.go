@@ -44,8 +44,17 @@ type MirrorOptions struct {
 	// copy's bytes per offset, at most this large; otherwise the copy
 	// restarts at the Snapshot's start. Negative: always restart.
 	FillGapBytes int64
-	Logger       *slog.Logger
+	// MaxOpen bounds the partition copies kept open (each holds a few
+	// files per segment): opening one more closes, cleanly, the least
+	// recently used copy no reader holds and no fill uses; it reopens
+	// without a scan when asked for again. 0: DefaultMaxOpenCopies.
+	MaxOpen int
+	Logger  *slog.Logger
 }
+
+// DefaultMaxOpenCopies is MirrorOptions.MaxOpen's default: at a few
+// segments each, well inside the open-file limit the mount asks for.
+const DefaultMaxOpenCopies = 256
 
 // Files a mirror partition directory holds besides its segments.
 const (
@@ -76,6 +85,7 @@ type Mirror struct {
 	closed bool
 	locks  map[string]io.Closer
 	parts  map[mirrorKey]*MirrorPartition
+	clock  int64 // counts Partition calls: MirrorPartition.used
 }
 
 type mirrorKey struct {
@@ -137,18 +147,49 @@ func (m *Mirror) Partition(clusterID, topic string, partition int32) (*MirrorPar
 		return nil, fmt.Errorf("cluster: mirror: %w", engine.ErrClosed)
 	}
 	key := mirrorKey{clusterID, topic, partition}
+	m.clock++
 	if mp := m.parts[key]; mp != nil {
+		mp.used = m.clock
 		return mp, nil
 	}
 	if err := m.lockClusterLocked(clusterID); err != nil {
 		return nil, err
 	}
+	m.evictLocked()
 	mp, err := m.openPartition(key)
 	if err != nil {
 		return nil, err
 	}
+	mp.used = m.clock
 	m.parts[key] = mp
 	return mp, nil
+}
+
+// evictLocked closes least recently used copies while MaxOpen are open,
+// skipping those a reader holds or a fill uses (more stay open then).
+// Callers hold m.mu.
+func (m *Mirror) evictLocked() {
+	limit := m.opts.MaxOpen
+	if limit <= 0 {
+		limit = DefaultMaxOpenCopies
+	}
+	for len(m.parts) >= limit {
+		var lru *MirrorPartition
+		for _, mp := range m.parts {
+			if (lru == nil || mp.used < lru.used) && mp.idle() {
+				lru = mp
+			}
+		}
+		if lru == nil || !lru.tryAcquire() {
+			return
+		}
+		delete(m.parts, lru.key)
+		if err := lru.closeLocked(true); err != nil {
+			m.logger.Warn("cluster: closing an unused copy", "dir", lru.dir, "err", err)
+		}
+		lru.release()
+		m.logger.Debug("cluster: closed the least recently used copy", "dir", lru.dir, "open", len(m.parts))
+	}
 }
 
 // lockClusterLocked takes the lock of a cluster's directory, once.

@@ -54,6 +54,12 @@ package cluster
 // whole segments of SegmentBytes (64 MiB), the active one never. A reader
 // of more than the cap keeps what it reads until it closes the file.
 //
+// Open copies are bounded too (MaxOpen, 256 by default): each holds a
+// few files per segment, and a mount that reads thousands of partitions
+// would run out of descriptors. The least recently used copy no reader
+// holds is closed cleanly and reopened, without a scan or a fetch, when
+// it is read again.
+//
 // Crashes. A copy is a cache: Close marks each partition closed cleanly
 // (after flushing it) with the transactions still open, and the next open
 // trusts it without a scan and gives those transactions back to the

@@ -687,3 +687,43 @@ func TestMirrorCleanCloseSurvivesPowerLoss(t *testing.T) {
 	checkRecords(t, want, visible(t, snap), 0)
 	assert.Zero(t, mp.Stats().Fetches, "the clean copy was trusted, not fetched again")
 }
+
+// TestMirrorMaxOpen: past MaxOpen copies, the least recently used one no
+// reader holds is closed cleanly; asked for again it reopens without a
+// fetch. A copy a reader holds stays open.
+func TestMirrorMaxOpen(t *testing.T) {
+	batches, want := fakeLog(t, 6)
+	ctx := context.Background()
+	m := newMirror(t, vfs.NewMem(), "/cache", MirrorOptions{MaxOpen: 2, Logger: quietLogger()})
+	src := &fakeSource{batches: batches, maxBytes: 500, id: [16]byte{1}}
+	open := func(p int32) *MirrorPartition {
+		mp, err := m.Partition("c", "t", p)
+		require.NoError(t, err)
+		return mp
+	}
+	held, err := open(0).Snapshot(ctx, src, 0, src.hw())
+	require.NoError(t, err)
+	defer held.Release()
+	first1 := open(1)
+	snap, err := first1.Snapshot(ctx, src, 0, src.hw())
+	require.NoError(t, err)
+	snap.Release()
+	open(2) // closes copy 1: copy 0 is held
+	m.mu.Lock()
+	_, has0 := m.parts[mirrorKey{"c", "t", 0}]
+	_, has1 := m.parts[mirrorKey{"c", "t", 1}]
+	n := len(m.parts)
+	m.mu.Unlock()
+	assert.True(t, has0, "a held copy stays open")
+	assert.False(t, has1, "the least recently used idle copy was closed")
+	assert.Equal(t, 2, n)
+	_, err = first1.Snapshot(ctx, src, 0, src.hw())
+	assert.ErrorIs(t, err, backend.ErrClosed, "the closed copy's handle answers ErrClosed (callers ask the Mirror again)")
+
+	again := open(1)
+	snap, err = again.Snapshot(ctx, src, 0, src.hw())
+	require.NoError(t, err)
+	checkRecords(t, want, visible(t, snap), 0)
+	snap.Release()
+	assert.Zero(t, again.Stats().Fetches, "reopened from its clean copy")
+}

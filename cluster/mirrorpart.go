@@ -64,6 +64,8 @@ type MirrorPartition struct {
 	hmu   sync.Mutex
 	holds map[*engine.Segment]int // retained mirrorSegments per segment
 
+	used int64 // Mirror.clock when last asked for (guarded by Mirror.mu)
+
 	fetches, fetchedBytes, restarts, deleted atomic.Int64
 }
 
@@ -467,6 +469,11 @@ func (mp *MirrorPartition) hold(s *engine.Segment, delta int) {
 func (mp *MirrorPartition) close(clean bool) error {
 	mp.sem <- struct{}{}
 	defer mp.release()
+	return mp.closeLocked(clean)
+}
+
+// closeLocked is close for a caller holding sem.
+func (mp *MirrorPartition) closeLocked(clean bool) error {
 	if mp.closed {
 		return nil
 	}
@@ -479,4 +486,11 @@ func (mp *MirrorPartition) close(clean bool) error {
 		return mp.m.writeClean(mp.dir, open)
 	}
 	return nil
+}
+
+// idle reports that no reader holds a segment of the copy.
+func (mp *MirrorPartition) idle() bool {
+	mp.hmu.Lock()
+	defer mp.hmu.Unlock()
+	return len(mp.holds) == 0
 }

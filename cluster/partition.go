@@ -398,9 +398,15 @@ func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapsho
 // snapshot brings the local copy up to end and takes its segments from
 // from on.
 func (p *Partition) snapshot(ctx context.Context, from, end int64) (*backend.Snapshot, error) {
-	mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
+	for try := 0; ; try++ {
+		mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
+		}
+		snap, err := mp.Snapshot(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
+		if try == 0 && errors.Is(err, backend.ErrClosed) {
+			continue // the copy was closed as unused (MirrorOptions.MaxOpen) just now: open it again
+		}
+		return snap, err
 	}
-	return mp.Snapshot(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
 }
