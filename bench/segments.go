@@ -145,7 +145,7 @@ func (r *runner) segRun(ctx context.Context, dir, log string, flags []string) (r
 func segmentsMode(tail string) string {
 	for _, line := range strings.Split(tail, "; ") {
 		if i := strings.Index(line, "segments/: "); i >= 0 {
-			return strings.TrimSpace(line[i:])
+			return strings.TrimSpace(strings.ReplaceAll(line[i:], `"`, ""))
 		}
 	}
 	return "(no line on segments/)"
