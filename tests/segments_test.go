@@ -32,6 +32,15 @@ var segmentsModes = []struct {
 	{"no-passthrough", []string{"--no-passthrough"}, false, "turned off (--no-passthrough)"},
 }
 
+// metricsURL returns the /metrics URL a mount started with --metrics-addr
+// printed.
+func metricsURL(t *testing.T, m *mountProc) string {
+	t.Helper()
+	match := metricsLine.FindStringSubmatch(m.Stderr())
+	require.NotNil(t, match, "stderr names the metrics address:\n%s", m.Stderr())
+	return match[1]
+}
+
 // fuseReads returns how many READ requests the mount has served (0 before
 // the first: the metric appears with it).
 func fuseReads(t *testing.T, url string) float64 {
@@ -72,9 +81,7 @@ func TestSegmentsReadLikeDisk(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			m := startMount(t, mountOpts{Config: segmentsConfig, Args: append([]string{"--metrics-addr", "127.0.0.1:0"}, mode.args...)})
 			assert.Contains(t, m.Stderr(), mode.log, "the log says how segments/ is read")
-			match := metricsLine.FindStringSubmatch(m.Stderr())
-			require.NotNil(t, match, "stderr names the metrics address:\n%s", m.Stderr())
-			url := match[1]
+			url := metricsURL(t, m)
 			m.Sh(t, `mkdir $MNT/seg && seq 1 400000 > $MNT/seg/0/append`)
 			sealed, active := partitionSegmentFiles(t, filepath.Join(m.Data, "seg-0"))
 			require.GreaterOrEqual(t, len(sealed), 6, "at least two sealed segments")
@@ -143,4 +150,29 @@ cmp <(tail -c +101 %[2]s) - <&3
 cmp <(tail -c 3000 %[2]s) <(tail -c 3000 <&4)
 `, log, saved)
 	m.Sh(t, script)
+}
+
+// TestSegmentsReadOnlyCopy: a read-only mount of a copy of a data
+// directory taken while its writer was running (killed here, as a copy of
+// a live broker's directory looks) passes the sealed segments' files
+// through and reads the active one, preallocated indexes and all, through
+// topicfs; every byte as on disk.
+func TestSegmentsReadOnlyCopy(t *testing.T) {
+	w := startMount(t, mountOpts{Config: segmentsConfig})
+	w.Sh(t, `mkdir $MNT/seg && seq 1 300000 > $MNT/seg/0/append`)
+	w.Kill()
+	cp := filepath.Join(t.TempDir(), "copy")
+	w.Sh(t, `cp -a "$DATA" `+cp)
+
+	m := startMount(t, mountOpts{Data: cp, ReadOnly: true, Args: []string{"--metrics-addr", "127.0.0.1:0"}})
+	assert.Contains(t, m.Stderr(), "(FUSE passthrough)")
+	url := metricsURL(t, m)
+	sealed, active := partitionSegmentFiles(t, filepath.Join(cp, "seg-0"))
+	require.NotEmpty(t, sealed)
+	before := fuseReads(t, url)
+	m.Sh(t, "FILES='"+strings.Join(sealed, " ")+"'\n"+compareFiles)
+	assert.Zero(t, fuseReads(t, url)-before, "sealed files read by the kernel")
+	m.Sh(t, "FILES='"+strings.Join(active, " ")+"'\n"+compareFiles)
+	assert.Positive(t, fuseReads(t, url)-before, "the active segment read through topicfs")
+	assert.Equal(t, "10485760\n", m.Sh(t, `wc -c < $MNT/seg/0/segments/`+active[1]), "the copy's preallocated index")
 }
