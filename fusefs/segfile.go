@@ -9,7 +9,7 @@ import (
 	"sync"
 	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/topicfs/topicfs/engine"
@@ -28,7 +28,7 @@ import (
 // handle reads the very file it opened, also after retention renamed or
 // unlinked it (docs/FUSE.md §6).
 type segFileNode struct {
-	gofs.Inode
+	fs.Inode
 	fsys *fsys
 	vfs  vfs.FS
 	loc  partLoc
@@ -49,11 +49,11 @@ type segFileNode struct {
 }
 
 var (
-	_ gofs.NodeGetattrer = (*segFileNode)(nil)
-	_ gofs.NodeSetattrer = (*segFileNode)(nil)
-	_ gofs.NodeOpener    = (*segFileNode)(nil)
-	_ gofs.NodeReader    = (*segFileNode)(nil)
-	_ gofs.NodeReleaser  = (*segFileNode)(nil)
+	_ fs.NodeGetattrer = (*segFileNode)(nil)
+	_ fs.NodeSetattrer = (*segFileNode)(nil)
+	_ fs.NodeOpener    = (*segFileNode)(nil)
+	_ fs.NodeReader    = (*segFileNode)(nil)
+	_ fs.NodeReleaser  = (*segFileNode)(nil)
 )
 
 // segFileHandle is an open file of segments/, read through Read.
@@ -70,12 +70,12 @@ type segPassHandle struct {
 	fd int
 }
 
-var _ gofs.FilePassthroughFder = (*segPassHandle)(nil)
+var _ fs.FilePassthroughFder = (*segPassHandle)(nil)
 
 func (h *segPassHandle) PassthroughFd() (int, bool) { return h.fd, true }
 
 // handleOf returns the file of a handle of either kind.
-func handleOf(f gofs.FileHandle) (*segFileHandle, bool) {
+func handleOf(f fs.FileHandle) (*segFileHandle, bool) {
 	switch h := f.(type) {
 	case *segFileHandle:
 		return h, true
@@ -85,7 +85,7 @@ func handleOf(f gofs.FileHandle) (*segFileHandle, bool) {
 	return nil, false
 }
 
-func (s *segFileNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+func (s *segFileNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if h, ok := handleOf(f); ok {
 		// The file as the handle reads it, even if the engine has
 		// deleted or renamed it since.
@@ -130,7 +130,7 @@ func setSegFileAttr(out *fuse.AttrOut, fi os.FileInfo, size int64) {
 	out.Ino = 0 // go-fuse sets the stable inode number
 }
 
-func (s *segFileNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+func (s *segFileNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if s.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
@@ -139,7 +139,7 @@ func (s *segFileNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.S
 
 // Open opens the file on disk for reading; it stays readable through the
 // handle if the engine deletes or renames it.
-func (s *segFileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (s *segFileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if s.fsys.opts.ReadOnly {
 			return nil, 0, syscall.EROFS
@@ -232,7 +232,7 @@ func (s *segFileNode) sealed(ctx context.Context) bool {
 	return ok && base < active
 }
 
-func (s *segFileNode) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (s *segFileNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if _, ok := f.(*segPassHandle); ok {
 		s.fsys.passthroughRefused(s.path)
 	}
@@ -247,7 +247,7 @@ func (s *segFileNode) Read(ctx context.Context, f gofs.FileHandle, dest []byte, 
 	return destResult(dest[:n]), 0
 }
 
-func (s *segFileNode) Release(ctx context.Context, f gofs.FileHandle) syscall.Errno {
+func (s *segFileNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := handleOf(f)
 	if !ok {
 		return 0

@@ -3,13 +3,12 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/topicfs/topicfs/backend"
@@ -27,8 +26,8 @@ type segmentsDir struct {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*segmentsDir)(nil)
-	_ gofs.NodeReaddirer = (*segmentsDir)(nil)
+	_ fs.NodeLookuper  = (*segmentsDir)(nil)
+	_ fs.NodeReaddirer = (*segmentsDir)(nil)
 )
 
 // enginePart returns the engine partition of loc (segments/ exists on local
@@ -68,7 +67,7 @@ func (l partLoc) segIno(name string, id diskFile) uint64 {
 	return l.ino("segments", name, strconv.FormatUint(id.dev, 16)+":"+strconv.FormatUint(id.ino, 16))
 }
 
-func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	p, err := d.fsys.enginePart(ctx, d.loc)
 	if err != nil {
 		return nil, d.fsys.errno("lookup", err)
@@ -77,7 +76,7 @@ func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	// Lstat, not Stat: only the partition's own regular files are shown,
 	// never what a symbolic link points to.
 	fi, err := vfs.Lstat(p.FS(), path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, syscall.ENOENT
 	}
 	if err != nil {
@@ -87,8 +86,8 @@ func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		return nil, syscall.ENOENT
 	}
 	id := diskFileOf(fi)
-	attr := gofs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.segIno(name, id), Gen: d.loc.gen + 1}
-	ch := d.childInode(ctx, name, attr, func() gofs.InodeEmbedder {
+	attr := fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.segIno(name, id), Gen: d.loc.gen + 1}
+	ch := d.childInode(ctx, name, attr, func() fs.InodeEmbedder {
 		return &segFileNode{fsys: d.fsys, vfs: p.FS(), loc: d.loc, path: path, id: id}
 	})
 	var ao fuse.AttrOut
@@ -97,7 +96,7 @@ func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	return ch, 0
 }
 
-func (d *segmentsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+func (d *segmentsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	p, err := d.fsys.enginePart(ctx, d.loc)
 	if err != nil {
 		return nil, d.fsys.errno("readdir segments", err)
@@ -114,7 +113,7 @@ func (d *segmentsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errn
 		// The inode number names the file's identity (segIno), which
 		// only its stat has; a file gone since the listing is left out.
 		fi, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
