@@ -176,3 +176,27 @@ func TestSegmentsReadOnlyCopy(t *testing.T) {
 	assert.Positive(t, fuseReads(t, url)-before, "the active segment read through topicfs")
 	assert.Equal(t, "10485760\n", m.Sh(t, `wc -c < $MNT/seg/0/segments/`+active[1]), "the copy's preallocated index")
 }
+
+// TestSegmentsSealedWhileOpen: a descriptor opened on the active segment's
+// .log, which then fills up and is sealed, reads the whole sealed file, as
+// does a new cat of it while the first descriptor is still open.
+func TestSegmentsSealedWhileOpen(t *testing.T) {
+	for _, mode := range segmentsModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := startMount(t, mountOpts{Config: segmentsConfig, Args: mode.args})
+			m.Sh(t, `
+mkdir $MNT/seg && seq 1 1000 > $MNT/seg/0/append
+f=00000000000000000000.log; S=$MNT/seg/0/segments; D=$DATA/seg-0
+exec 3< "$S/$f"
+head -c 10 <&3 > /dev/null
+seq 1001 200000 >> $MNT/seg/0/append
+[ "$(ls "$D" | grep -c '\.log$')" -ge 2 ]
+cmp <(tail -c +11 "$D/$f") - <&3
+cat "$S/$f" | cmp - "$D/$f"
+[ "$(wc -c < "$S/$f")" = "$(stat -c %s "$D/$f")" ]
+exec 3<&-
+cmp "$S/$f" "$D/$f"
+`)
+		})
+	}
+}
