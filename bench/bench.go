@@ -59,7 +59,7 @@ var QuickSizes = Sizes{
 	Opens:       200,
 	RSSRead:     64 << 20,
 	Segments:    500,
-	SegmentRead: 16 << 20,
+	SegmentRead: 128 << 20,
 	CleanKeys:   100_000,
 
 	ClusterAppend: 4 << 20,

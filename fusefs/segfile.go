@@ -169,10 +169,13 @@ func (s *segFileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, ui
 		f.Close()
 		return nil, 0, syscall.ESTALE
 	}
+	// Every handle is opened with FOPEN_NOFLUSH: a read-only file has
+	// nothing to flush, and the FLUSH round trip on every close(2) is a
+	// good part of what a small cat pays (docs/PERFORMANCE.md §6.11).
 	h := segFileHandle{f: f, info: fi}
 	sealed := s.fsys.passthrough.Load() && s.sealed(ctx)
 	if fd, ok := s.admit(f, sealed); ok {
-		return &segPassHandle{segFileHandle: h, fd: fd}, 0, 0
+		return &segPassHandle{segFileHandle: h, fd: fd}, fuse.FOPEN_NOFLUSH, 0
 	}
 	// Direct I/O, like a view (docs/FUSE.md §1): in page-cache mode the
 	// kernel stops every read at the size it cached last, so a handle
@@ -180,7 +183,7 @@ func (s *segFileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, ui
 	// it, after it looked. It also costs one copy less than the page
 	// cache (docs/PERFORMANCE.md §6.11); mmap still works (the mount
 	// negotiates CAP_DIRECT_IO_ALLOW_MMAP).
-	return &h, fuse.FOPEN_DIRECT_IO, 0
+	return &h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 }
 
 // fileInfo describes the open file f: fstat where f has it (the file the

@@ -22,8 +22,9 @@ import (
 // (a file read by FUSE passthrough causes none) and keeps its log.
 type segMount struct {
 	*testMount
-	reads atomic.Int64
-	logs  *syncBuffer
+	reads   atomic.Int64
+	flushes atomic.Int64
+	logs    *syncBuffer
 }
 
 // newSegMount mounts with passthrough on (pass) or turned off. With it on,
@@ -35,8 +36,11 @@ func newSegMount(t *testing.T, pass bool) *segMount {
 		noPass: !pass,
 		logger: slog.New(slog.NewTextHandler(m.logs, nil)),
 		opLatency: func(op string, d time.Duration) {
-			if op == "read" {
+			switch op {
+			case "read":
 				m.reads.Add(1)
+			case "flush":
+				m.flushes.Add(1)
 			}
 		},
 	})
@@ -83,6 +87,7 @@ func TestSegmentsSealedFilesPassThrough(t *testing.T) {
 				assert.Contains(t, m.logs.String(), "turned off (--no-passthrough)")
 			}
 			p := m.sealedAndActive(t, "s")
+			flushes := m.flushes.Load()
 			sealed := engineName(0)
 			for _, ext := range []string{".log", ".index", ".timeindex"} {
 				reads := m.readBoth(t, p, "s", sealed+ext)
@@ -98,6 +103,7 @@ func TestSegmentsSealedFilesPassThrough(t *testing.T) {
 			for _, ext := range []string{".log", ".index", ".timeindex"} {
 				assert.Positive(t, m.readBoth(t, p, "s", engineName(active)+ext), "active %s read through topicfs", ext)
 			}
+			assert.Equal(t, flushes, m.flushes.Load(), "read-only files are opened without FLUSH on close")
 			// mmap works in both modes (Kafka's tools map index files).
 			f, err := os.Open(m.path("s", "0", "segments", sealed+".index"))
 			require.NoError(t, err)
