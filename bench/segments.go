@@ -92,7 +92,7 @@ func mountSegments(ctx context.Context, r *runner) (rows []Row, err error) {
 			return nil, err
 		}
 	}
-	base, err := segRounds(ctx, max(r.targetReps(), 5), disk, sides)
+	base, err := segRounds(ctx, max(r.targetReps(), segMinRounds), disk, sides)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +118,13 @@ func mountSegments(ctx context.Context, r *runner) (rows []Row, err error) {
 	return rows, nil
 }
 
+// segMinRounds is the least number of rounds, --quick included: a round
+// takes a fraction of a second, and the best of a few is still at the
+// mercy of a busy neighbour.
+const segMinRounds = 9
+
 // segRounds times reps rounds of cat of the file at disk and of each
 // side's view, keeping each side's best, and returns the file's best.
-// Five rounds at least even with --quick: a cat of the quick size takes
-// milliseconds, and one run is at the mercy of a single hiccup.
 func segRounds(ctx context.Context, reps int, disk string, sides []*segSide) (base time.Duration, err error) {
 	if _, err := timeCmd(ctx, nil, "cat", disk); err != nil { // warm the page cache
 		return 0, err
