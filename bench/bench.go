@@ -25,6 +25,7 @@ type Sizes struct {
 	Opens       int   // by-offset opens per partition
 	RSSRead     int64 // partition read end to end before the RSS figure
 	Segments    int   // segments of the mount-time partition
+	SegmentRead int64 // the sealed segment cat through segments/
 	CleanKeys   int64 // distinct keys for the cleaner and the RSS-after-cleaning rows
 	// The cluster rows (a mount of an in-process kfake cluster).
 	ClusterAppend int64 // bytes of the file of 100-byte lines cat'd into a cluster topic's append
@@ -41,6 +42,7 @@ var DefaultSizes = Sizes{
 	Opens:       2000,
 	RSSRead:     4 << 30,
 	Segments:    10000,
+	SegmentRead: 256 << 20,
 	CleanKeys:   10_000_000,
 
 	ClusterAppend: 32 << 20,
@@ -57,6 +59,7 @@ var QuickSizes = Sizes{
 	Opens:       200,
 	RSSRead:     64 << 20,
 	Segments:    500,
+	SegmentRead: 128 << 20,
 	CleanKeys:   100_000,
 
 	ClusterAppend: 4 << 20,
@@ -80,6 +83,7 @@ var sizeKeys = []sizeKey{
 	{"opens", false, func(s *Sizes) any { return &s.Opens }, "by-offset opens per partition"},
 	{"rss-read", true, func(s *Sizes) any { return &s.RSSRead }, "partition read end to end before measuring RSS"},
 	{"segments", false, func(s *Sizes) any { return &s.Segments }, "segments of the mount-time partition"},
+	{"segment-read", true, func(s *Sizes) any { return &s.SegmentRead }, "sealed segment cat through segments/"},
 	{"keys", false, func(s *Sizes) any { return &s.CleanKeys }, "distinct keys cleaned"},
 	{"cluster-append", true, func(s *Sizes) any { return &s.ClusterAppend }, "bytes cat'd into a cluster topic's append"},
 	{"cluster-read", true, func(s *Sizes) any { return &s.ClusterRead }, "cluster topic read by cat records and by-offset/-10"},
@@ -200,6 +204,7 @@ func (o *Options) sizes() Sizes {
 	fill(&s.OffsetLarge, d.OffsetLarge)
 	fill(&s.RSSRead, d.RSSRead)
 	fill(&s.CleanKeys, d.CleanKeys)
+	fill(&s.SegmentRead, d.SegmentRead)
 	fill(&s.ClusterAppend, d.ClusterAppend)
 	fill(&s.ClusterRead, d.ClusterRead)
 	if s.Opens <= 0 {
@@ -228,6 +233,7 @@ var workloads = []workload{
 	{name: "cleaner", run: cleanerThroughput},
 	{name: "mount-append", mount: true, run: mountAppend},
 	{name: "mount-read", mount: true, run: mountRead},
+	{name: "mount-segments", mount: true, run: mountSegments},
 	{name: "mount-offset", mount: true, run: mountOffset},
 	{name: "mount-rss", mount: true, run: mountRSS},
 	{name: "mount-time", mount: true, run: mountTime},

@@ -22,6 +22,10 @@
 //	                read of the same segments
 //	mount-append    cat FILE > TOPIC/0/append; baseline: cat FILE > file on the same disk
 //	mount-read      cat TOPIC/0/records > /dev/null; baseline: cat of the .log files
+//	mount-segments  cat TOPIC/0/segments/X.log of a sealed segment through two
+//	                read-only mounts of the same data, one with FUSE passthrough,
+//	                one with --no-passthrough, in the same rounds; baseline: cat
+//	                of the file itself
 //	mount-offset    open by-offset/N, read one line, close, on a small and a large
 //	                partition: median and p99, ratio large/small
 //	mount-rss       VmHWM of the mount process after reading a large partition

@@ -125,8 +125,8 @@ func (t *Table) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "topicfs bench (%s; %s; %d CPUs, GOMAXPROCS %d; %s; %v)\n", mode, fsync, runtime.NumCPU(), t.Procs, t.Started.UTC().Format(time.RFC3339), t.Elapsed.Round(100*time.Millisecond))
 	s := t.Sizes
-	fmt.Fprintf(w, "sizes: append=%s mount-append=%s read=%s offset=%s opens=%d rss-read=%s segments=%d keys=%d cluster-append=%s cluster-read=%s cluster-opens=%d\n\n",
-		fmtBytes(s.Append), fmtBytes(s.MountAppend), fmtBytes(s.Read), fmtBytes(s.OffsetLarge), s.Opens, fmtBytes(s.RSSRead), s.Segments, s.CleanKeys,
+	fmt.Fprintf(w, "sizes: append=%s mount-append=%s read=%s offset=%s opens=%d rss-read=%s segments=%d segment-read=%s keys=%d cluster-append=%s cluster-read=%s cluster-opens=%d\n\n",
+		fmtBytes(s.Append), fmtBytes(s.MountAppend), fmtBytes(s.Read), fmtBytes(s.OffsetLarge), s.Opens, fmtBytes(s.RSSRead), s.Segments, fmtBytes(s.SegmentRead), s.CleanKeys,
 		fmtBytes(s.ClusterAppend), fmtBytes(s.ClusterRead), s.ClusterOpens)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tTOPICFS\tBASELINE\tRATIO\tTARGET\t")

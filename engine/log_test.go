@@ -996,3 +996,25 @@ func TestLoadedIndexesAreBounded(t *testing.T) {
 	}
 	checkIndexes(t, p)
 }
+
+// TestActiveBaseOffset: the active segment's base moves with each roll,
+// everything below it is sealed, and a closed partition has none.
+func TestActiveBaseOffset(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "/d", testConfig())
+	base, ok := p.ActiveBaseOffset()
+	require.True(t, ok)
+	assert.Equal(t, int64(0), base)
+	_, _, err := p.Append(makeRecs(0, 5, 1000))
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	base, ok = p.ActiveBaseOffset()
+	require.True(t, ok)
+	assert.Equal(t, int64(5), base)
+	segs := p.Segments()
+	for _, s := range segs {
+		assert.Equal(t, s.BaseOffset >= base, s.Active, "segment %d", s.BaseOffset)
+	}
+	require.NoError(t, p.Close())
+	_, ok = p.ActiveBaseOffset()
+	assert.False(t, ok)
+}

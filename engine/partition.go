@@ -187,6 +187,19 @@ func (p *Partition) Stats() PartitionStats {
 
 func (p *Partition) list() []*Segment { return *p.segs.Load() }
 
+// ActiveBaseOffset returns the base offset of the active segment; ok is
+// false for a closed partition, which has none. Every segment with a lower
+// base is sealed: its .log, .index and .timeindex are never written again
+// in place (the cleaner and an index rebuild put new files under their
+// names, retention renames them to *.deleted).
+func (p *Partition) ActiveBaseOffset() (base int64, ok bool) {
+	l := p.list()
+	if len(l) == 0 {
+		return 0, false
+	}
+	return l[len(l)-1].base, true
+}
+
 func (p *Partition) active() *Segment {
 	l := p.list()
 	return l[len(l)-1]

@@ -53,6 +53,10 @@ type fsys struct {
 	sticky  atomic.Int64 // where the next handle's keyless records start (round robin)
 	// tailsHeld counts mu.tails, so readers skip the lock when it is 0.
 	tailsHeld atomic.Int32
+	// passthrough is set once at mount when segments/ may offer sealed
+	// segments' files for FUSE passthrough (passthrough.go).
+	passthrough atomic.Bool
+	refusedOnce sync.Once // the warning that the kernel did not take one
 
 	mu struct {
 		sync.Mutex

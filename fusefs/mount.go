@@ -36,6 +36,11 @@ type Options struct {
 	// kernel enforces the modes the tree shows: others may read views,
 	// stats and segments, but only the owner may append or alter config.
 	AllowOther bool
+	// NoPassthrough serves every file of segments/ through topicfs's
+	// READ handler, and does not negotiate FUSE passthrough with the
+	// kernel. Without it, sealed segments' files are read by the kernel
+	// straight from disk where the kernel and the process allow it.
+	NoPassthrough bool
 
 	indexEntries int           // segment indexes kept (0: indexCacheEntries); tests lower it
 	sizesEvery   time.Duration // ViewSizesFile save interval (0: viewSizesEvery); tests lower it
@@ -140,6 +145,11 @@ func MountBackend(mountpoint string, b backend.Backend, opts Options) (*Server, 
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
+	if opts.NoPassthrough || f.local == nil {
+		// Nothing will be passed through: leave the kernel's FUSE
+		// connection as it is without (and the mount stackable).
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
 	if opts.AllowOther {
 		mo.AllowOther = true
 		mo.Options = append(mo.Options, "default_permissions")
@@ -168,6 +178,7 @@ func MountBackend(mountpoint string, b backend.Backend, opts Options) (*Server, 
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", mountpoint, err)
 	}
+	f.setupPassthrough(srv)
 	s := &Server{Server: srv, f: f, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go s.saveSizesGuarded(cmp.Or(opts.sizesEvery, viewSizesEvery))
 	return s, nil

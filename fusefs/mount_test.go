@@ -36,6 +36,7 @@ type testMount struct {
 	d    *engine.LogDir
 	// sched reports policy state (mountOpts.scheduler); tests drive it.
 	sched *policies.Scheduler
+	srv   *Server
 	// unmount unmounts, waits for the server and closes d (newTestMountAt;
 	// idempotent, also run at cleanup).
 	unmount func()
@@ -48,7 +49,9 @@ type mountOpts struct {
 	scheduler bool                         // report policy state from a policies.Scheduler (not started)
 	readOnly  bool
 	opLatency func(op string, d time.Duration)
-	indexes   int // segment indexes kept (Options.indexEntries)
+	indexes   int          // segment indexes kept (Options.indexEntries)
+	noPass    bool         // Options.NoPassthrough
+	logger    *slog.Logger // Options.Logger (nil: slog.Default)
 }
 
 func requireFUSE(t *testing.T) {
@@ -73,7 +76,7 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 	mnt := t.TempDir()
 	d, err := engine.OpenLogDir(vfs.OS, data, engine.LogDirOptions{Defaults: cfg, Overrides: o.overrides, ReadOnly: o.readOnly})
 	require.NoError(t, err)
-	fopts := Options{ReadOnly: o.readOnly, OpLatency: o.opLatency, indexEntries: o.indexes}
+	fopts := Options{ReadOnly: o.readOnly, OpLatency: o.opLatency, indexEntries: o.indexes, NoPassthrough: o.noPass, Logger: o.logger}
 	var sched *policies.Scheduler
 	if o.scheduler {
 		sched = policies.NewScheduler(d, policies.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -102,7 +105,7 @@ func newTestMount(t *testing.T, o mountOpts) *testMount {
 		}
 		assert.NoError(t, d.Close())
 	})
-	return &testMount{mnt: mnt, data: data, d: d, sched: sched}
+	return &testMount{mnt: mnt, data: data, d: d, sched: sched, srv: srv}
 }
 
 func (m *testMount) path(parts ...string) string {

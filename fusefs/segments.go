@@ -3,16 +3,17 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"github.com/topicfs/topicfs/backend"
-	"github.com/topicfs/topicfs/engine/vfs"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // segmentsDir shows the files of a partition's directory on disk under
@@ -29,176 +30,96 @@ var (
 	_ fs.NodeReaddirer = (*segmentsDir)(nil)
 )
 
-// dir returns the partition's directory and its file system.
-func (d *segmentsDir) dir(ctx context.Context) (vfs.FS, string, error) {
-	p, _, err := d.fsys.partition(ctx, d.loc)
-	if err != nil {
-		return nil, "", err
-	}
-	ep := localOf(p)
-	if ep == nil {
-		return nil, "", backend.ErrUnknownPartition // segments/ exists on local disk only
-	}
-	return ep.FS(), ep.Dir(), nil
-}
-
-// regularFiles lists the regular files of dir (not symlinks, not
-// directories: only the partition's own files are shown).
-func regularFiles(fsys vfs.FS, dir string) ([]string, error) {
-	ents, err := fsys.ReadDir(dir)
+// enginePart returns the engine partition of loc (segments/ exists on local
+// disk only).
+func (f *fsys) enginePart(ctx context.Context, loc partLoc) (*engine.Partition, error) {
+	p, _, err := f.partition(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
+	ep := localOf(p)
+	if ep == nil {
+		return nil, backend.ErrUnknownPartition
 	}
-	return names, nil
+	return ep, nil
+}
+
+// diskFile is the identity of a file on disk (device and inode number); the
+// zero value is unknown (a file system without inode numbers, MemFS).
+type diskFile struct{ dev, ino uint64 }
+
+func diskFileOf(fi os.FileInfo) diskFile {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return diskFile{dev: uint64(st.Dev), ino: st.Ino}
+	}
+	return diskFile{}
+}
+
+// segIno is the inode number of segments/name while name is the file id.
+// The file's identity is part of it: a file the cleaner or an index rebuild
+// put under an existing name is a new inode, never the old one's (the kernel
+// ties a passthrough backing file to an inode, see segfile.go), and tail -F
+// reports it as replaced, which it is.
+func (l partLoc) segIno(name string, id diskFile) uint64 {
+	if id == (diskFile{}) {
+		return l.ino("segments", name)
+	}
+	return l.ino("segments", name, strconv.FormatUint(id.dev, 16)+":"+strconv.FormatUint(id.ino, 16))
 }
 
 func (d *segmentsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	fsys, dir, err := d.dir(ctx)
+	p, err := d.fsys.enginePart(ctx, d.loc)
 	if err != nil {
 		return nil, d.fsys.errno("lookup", err)
 	}
-	names, err := regularFiles(fsys, dir)
-	if err != nil {
-		return nil, d.fsys.errno("lookup", err)
-	}
-	if !slices.Contains(names, name) {
+	path := filepath.Join(p.Dir(), name)
+	// Lstat, not Stat: only the partition's own regular files are shown,
+	// never what a symbolic link points to.
+	fi, err := vfs.Lstat(p.FS(), path)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, syscall.ENOENT
 	}
-	path := filepath.Join(dir, name)
-	ch := d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name), Gen: d.loc.gen + 1}, func() fs.InodeEmbedder {
-		return &segFileNode{fsys: d.fsys, vfs: fsys, path: path}
+	if err != nil {
+		return nil, d.fsys.errno("lookup", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, syscall.ENOENT
+	}
+	id := diskFileOf(fi)
+	attr := fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.loc.segIno(name, id), Gen: d.loc.gen + 1}
+	ch := d.childInode(ctx, name, attr, func() fs.InodeEmbedder {
+		return &segFileNode{fsys: d.fsys, vfs: p.FS(), loc: d.loc, path: path, id: id}
 	})
-	return ch, entry(ctx, ch.Operations(), out)
+	var ao fuse.AttrOut
+	setSegFileAttr(&ao, fi, fi.Size())
+	out.Attr = ao.Attr
+	return ch, 0
 }
 
 func (d *segmentsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	fsys, dir, err := d.dir(ctx)
+	p, err := d.fsys.enginePart(ctx, d.loc)
 	if err != nil {
 		return nil, d.fsys.errno("readdir segments", err)
 	}
-	names, err := regularFiles(fsys, dir)
+	ents, err := p.FS().ReadDir(p.Dir())
 	if err != nil {
 		return nil, d.fsys.errno("readdir segments", err)
 	}
-	entries := make([]fuse.DirEntry, 0, len(names))
-	for _, name := range names {
-		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: d.loc.ino("segments", name)})
+	entries := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		// The inode number names the file's identity (segIno), which
+		// only its stat has; a file gone since the listing is left out.
+		fi, err := e.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, d.fsys.errno("readdir segments", err)
+		}
+		entries = append(entries, fuse.DirEntry{Name: e.Name(), Mode: syscall.S_IFREG, Ino: d.loc.segIno(e.Name(), diskFileOf(fi))})
 	}
 	return listDir(entries), 0
-}
-
-// segFileNode is one file of a partition directory, read-only.
-type segFileNode struct {
-	fs.Inode
-	fsys *fsys
-	vfs  vfs.FS
-	path string
-}
-
-var (
-	_ fs.NodeGetattrer = (*segFileNode)(nil)
-	_ fs.NodeSetattrer = (*segFileNode)(nil)
-	_ fs.NodeOpener    = (*segFileNode)(nil)
-	_ fs.NodeReader    = (*segFileNode)(nil)
-	_ fs.NodeReleaser  = (*segFileNode)(nil)
-)
-
-func (s *segFileNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if h, ok := f.(*segFileHandle); ok {
-		// The file as the handle reads it, even if the engine has
-		// deleted or renamed it since.
-		size, err := h.f.Size()
-		if err != nil {
-			return s.fsys.errno("fstat segment", err)
-		}
-		setSegFileAttr(out, h.info, size)
-		return 0
-	}
-	fi, err := s.vfs.Stat(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return syscall.ENOENT // deleted or renamed (.deleted) since the lookup
-	}
-	if err != nil {
-		return s.fsys.errno("stat segment", err)
-	}
-	setSegFileAttr(out, fi, fi.Size())
-	return 0
-}
-
-// setSegFileAttr sets out to a read-only file of fi's times and owner, of
-// size bytes.
-func setSegFileAttr(out *fuse.AttrOut, fi os.FileInfo, size int64) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		out.FromStat(st)
-	} else {
-		mtime := fi.ModTime()
-		out.SetTimes(&mtime, &mtime, &mtime)
-	}
-	out.Size = uint64(size)
-	out.Mode = syscall.S_IFREG | 0444
-	out.Nlink = 1
-	out.Ino = 0 // go-fuse sets the stable inode number
-}
-
-func (s *segFileNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if s.fsys.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	return syscall.EACCES
-}
-
-type segFileHandle struct {
-	f    vfs.File
-	info os.FileInfo // at open
-}
-
-// Open opens the file on disk for reading; it stays readable through the
-// handle if the engine deletes or renames it.
-func (s *segFileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		if s.fsys.opts.ReadOnly {
-			return nil, 0, syscall.EROFS
-		}
-		return nil, 0, syscall.EACCES
-	}
-	fi, err := s.vfs.Stat(s.path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, 0, syscall.ENOENT
-		}
-		return nil, 0, s.fsys.errno("open segment", err)
-	}
-	f, err := s.vfs.OpenFile(s.path, os.O_RDONLY, 0)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, 0, syscall.ENOENT
-		}
-		return nil, 0, s.fsys.errno("open segment", err)
-	}
-	return &segFileHandle{f: f, info: fi}, 0, 0
-}
-
-func (s *segFileNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := f.(*segFileHandle)
-	if !ok {
-		return nil, syscall.EBADF
-	}
-	n, err := h.f.ReadAt(dest, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, s.fsys.errno("read segment", err)
-	}
-	return fuse.ReadResultData(dest[:n]), 0
-}
-
-func (s *segFileNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
-	if h, ok := f.(*segFileHandle); ok {
-		h.f.Close()
-	}
-	return 0
 }

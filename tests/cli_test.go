@@ -314,7 +314,7 @@ func TestMountHelper(t *testing.T) {
 	})
 	helper, err := filepath.Abs("../contrib/mount.topicfs")
 	require.NoError(t, err)
-	cmd := exec.Command(helper, data, mnt, "-o", "defaults,_netdev,logfile="+logfile)
+	cmd := exec.Command(helper, data, mnt, "-o", "defaults,_netdev,no_passthrough,logfile="+logfile)
 	cmd.Env = append(os.Environ(), "TOPICFS="+bin)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "mount.topicfs: %s", out)
@@ -322,6 +322,9 @@ func TestMountHelper(t *testing.T) {
 
 	require.NoError(t, os.Mkdir(filepath.Join(mnt, "fstab"), 0o755))
 	assert.DirExists(t, filepath.Join(data, "fstab-0"))
+	b, err := os.ReadFile(logfile)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "turned off (--no-passthrough)", "no_passthrough reaches topicfs")
 
 	// umount(8) stops the background topicfs cleanly.
 	require.NoError(t, exec.Command("umount", mnt).Run())

@@ -36,6 +36,7 @@ func (osFS) Rename(oldname, newname string) error         { return os.Rename(old
 func (osFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) Stat(name string) (os.FileInfo, error)        { return os.Stat(name) }
+func (osFS) Lstat(name string) (os.FileInfo, error)       { return os.Lstat(name) }
 func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
 
 // SyncDir opens the directory and fsyncs it, making its entries durable.

@@ -70,6 +70,21 @@ type FS interface {
 	RemoveAll(name string) error
 }
 
+// Lstater is implemented by file systems that have symbolic links (OS):
+// Lstat describes a link itself instead of what it points to.
+type Lstater interface {
+	Lstat(name string) (os.FileInfo, error)
+}
+
+// Lstat describes name without following a final symbolic link: fsys's
+// Lstat where it has one, else its Stat (a file system without links).
+func Lstat(fsys FS, name string) (os.FileInfo, error) {
+	if l, ok := fsys.(Lstater); ok {
+		return l.Lstat(name)
+	}
+	return fsys.Stat(name)
+}
+
 // Mmapper is implemented by Files that can be memory-mapped (the OS files
 // do; MemFS and ErrorFS files do not, so callers need a heap fallback).
 // Mmap maps the first size bytes of the file MAP_SHARED, readable and

@@ -36,7 +36,7 @@ func init() {
 	register(&command{
 		name:     "mount",
 		synopsis: "mount a data directory of topics on MOUNTPOINT (foreground)",
-		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--allow-other] [--umask MASK] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] [--pprof] MOUNTPOINT",
+		usage:    "topicfs mount [--config FILE] [--data DIR] [--read-only] [--allow-other] [--no-passthrough] [--umask MASK] [--log-level LEVEL] [--log-format FORMAT] [--metrics-addr ADDR] [--pprof] MOUNTPOINT",
 		help: `
 Mounts the topics of a data directory (Kafka's log.dirs layout) on MOUNTPOINT
 and runs retention and log compaction in the background, as a Kafka broker
@@ -64,6 +64,7 @@ type mountOptions struct {
 	data        string
 	readOnly    bool
 	allowOther  bool
+	noPass      bool
 	logLevel    string
 	logFormat   string
 	metricsAddr string
@@ -81,6 +82,7 @@ func mountFlags(fs *flag.FlagSet, e *env) func([]string) int {
 	fs.StringVar(&o.data, "data", "", "data `DIR`ectory holding the topics (overrides log.dirs; default $XDG_DATA_HOME/topicfs)")
 	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only: no appends, no config changes, no retention or compaction (safe on a copy of a Kafka broker's data)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users use the mount (FUSE allow_other, with the kernel enforcing the modes shown: others may read, only the mounting user may append or alter config); non-root needs user_allow_other in /etc/fuse.conf")
+	fs.BoolVar(&o.noPass, "no-passthrough", false, "read every file of segments/ through topicfs; by default the kernel reads sealed segments' files straight from disk (FUSE passthrough, Linux 6.9 or later as root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
 	fs.StringVar(&o.umask, "umask", "077", "file mode creation `MASK` (octal) for the data directory and everything the mount writes in it: 077 keeps it to the user who mounts (directories 0700, files 0600); 022 lets every local user read it")
@@ -308,7 +310,7 @@ func (m *mountRun) mount() (*fusefs.Server, int) {
 		}
 	}
 
-	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, Logger: m.logger, State: m.state()}
+	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, NoPassthrough: o.noPass, Logger: m.logger, State: m.state()}
 	if m.ms != nil {
 		fopts.OpLatency = m.ms.ObserveOp
 	}
