@@ -24,10 +24,13 @@ type PartitionOptions struct {
 	RecoveryPoint  int64 // from recovery-point-offset-checkpoint; -1 unknown
 	LogStartOffset int64 // from log-start-offset-checkpoint; -1 unknown
 	FirstDirty     int64 // from cleaner-offset-checkpoint; -1 unknown
-	CleanShutdown  bool  // skip recovery scanning
-	ReadOnly       bool  // never write, never truncate (recover in memory)
-	Logger         *slog.Logger
-	Now            func() time.Time // nil = time.Now
+	// DeleteHorizon is the earliest pending delete horizon (Unix ms) from
+	// topicfs-delete-horizons; 0 or negative: none (horizons.go).
+	DeleteHorizon int64
+	CleanShutdown bool // skip recovery scanning
+	ReadOnly      bool // never write, never truncate (recover in memory)
+	Logger        *slog.Logger
+	Now           func() time.Time // nil = time.Now
 }
 
 // PartitionStats are a partition's counters since it was opened.
@@ -69,6 +72,7 @@ type Partition struct {
 	logEnd        atomic.Int64
 	recoveryPoint atomic.Int64
 	firstDirty    atomic.Int64
+	horizon       atomic.Int64 // earliest pending delete horizon, ms; <= 0 none
 	closed        atomic.Bool
 	stats         counters
 
@@ -123,6 +127,7 @@ func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions
 	cfg := opts.Config
 	p.cfg.Store(&cfg)
 	p.firstDirty.Store(opts.FirstDirty)
+	p.horizon.Store(max(opts.DeleteHorizon, 0))
 	p.w.lastFlush = p.now()
 	p.indexes.max = maxLoadedIndexes
 	p.w.producers = producerState{ongoing: map[int64]int64{}}
