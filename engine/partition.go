@@ -24,13 +24,14 @@ type PartitionOptions struct {
 	RecoveryPoint  int64 // from recovery-point-offset-checkpoint; -1 unknown
 	LogStartOffset int64 // from log-start-offset-checkpoint; -1 unknown
 	FirstDirty     int64 // from cleaner-offset-checkpoint; -1 unknown
+	CleanShutdown  bool  // skip recovery scanning
+	ReadOnly       bool  // never write, never truncate (recover in memory)
+	Logger         *slog.Logger
+	Now            func() time.Time // nil = time.Now
+
 	// DeleteHorizon is the earliest pending delete horizon (Unix ms) from
 	// topicfs-delete-horizons; 0 or negative: none (horizons.go).
 	DeleteHorizon int64
-	CleanShutdown bool // skip recovery scanning
-	ReadOnly      bool // never write, never truncate (recover in memory)
-	Logger        *slog.Logger
-	Now           func() time.Time // nil = time.Now
 }
 
 // PartitionStats are a partition's counters since it was opened.
