@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // DeleteHorizonsFile is topicfs's own root file (docs/FORMATS.md §8.6), in
 // the offset checkpoint format (§6.1): for each compacted partition whose
 // last cleaning kept tombstones or transaction markers with a delete
@@ -26,3 +28,14 @@ func (p *Partition) PendingDeleteHorizon() int64 { return p.horizon.Load() }
 // cleaning left (0 or negative: none); the LogDir checkpoints it in
 // topicfs-delete-horizons.
 func (p *Partition) SetPendingDeleteHorizon(ms int64) { p.horizon.Store(max(ms, 0)) }
+
+// LastModified returns the modification time of the segment's .log file
+// (Kafka's LogSegment.lastModified), or when this process created or
+// opened the segment if the file cannot be stat'ed. The cleaner's rule for
+// legacy tombstones, which carry no delete horizon, compares these times.
+func (s *Segment) LastModified() time.Time {
+	if fi, err := s.fs.Stat(s.LogPath()); err == nil {
+		return fi.ModTime()
+	}
+	return s.created
+}
