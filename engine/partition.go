@@ -29,6 +29,10 @@ type PartitionOptions struct {
 	Logger         *slog.Logger
 	Now            func() time.Time // nil = time.Now
 
+	// LeaderEpochs keeps leader-epoch-checkpoint as a single-replica
+	// broker does (leaderepoch.go); a LogDir sets it for its partitions.
+	LeaderEpochs bool
+
 	// DeleteHorizon is the earliest pending delete horizon (Unix ms) from
 	// topicfs-delete-horizons; 0 or negative: none (horizons.go).
 	DeleteHorizon int64
@@ -74,6 +78,7 @@ type Partition struct {
 	recoveryPoint atomic.Int64
 	firstDirty    atomic.Int64
 	horizon       atomic.Int64 // earliest pending delete horizon, ms; <= 0 none
+	epochs        epochCache
 	closed        atomic.Bool
 	stats         counters
 
