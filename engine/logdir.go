@@ -323,6 +323,7 @@ func (d *LogDir) topicConfigs(found []TopicPartition) (map[string]Config, error)
 // rootCheckpoints are the three checkpoint files of the data directory root.
 type rootCheckpoints struct {
 	recovery, logStart, cleaner map[TopicPartition]int64
+	horizons                    map[TopicPartition]int64 // topicfs-delete-horizons
 }
 
 func (d *LogDir) readRootCheckpoints() rootCheckpoints {
@@ -330,6 +331,7 @@ func (d *LogDir) readRootCheckpoints() rootCheckpoints {
 		recovery: d.readCheckpoint(RecoveryPointCheckpointFile),
 		logStart: d.readCheckpoint(LogStartOffsetCheckpointFile),
 		cleaner:  d.readCheckpoint(CleanerOffsetCheckpointFile),
+		horizons: d.readCheckpoint(DeleteHorizonsFile),
 	}
 }
 
@@ -350,6 +352,8 @@ func (d *LogDir) openPartitions(found []TopicPartition, cfgs map[string]Config, 
 				RecoveryPoint:  offsetOr(ckpt.recovery, tp),
 				LogStartOffset: offsetOr(ckpt.logStart, tp),
 				FirstDirty:     offsetOr(ckpt.cleaner, tp),
+				DeleteHorizon:  offsetOr(ckpt.horizons, tp),
+				LeaderEpochs:   true,
 				CleanShutdown:  clean,
 				ReadOnly:       d.readOnly,
 				Logger:         d.log,
@@ -559,6 +563,7 @@ func (d *LogDir) checkpointLocked() error {
 	rp := make(map[TopicPartition]int64)
 	ls := make(map[TopicPartition]int64)
 	cl := make(map[TopicPartition]int64)
+	hz := make(map[TopicPartition]int64)
 	for _, p := range d.Partitions() {
 		tp := TopicPartition{Topic: p.Topic(), Partition: p.ID()}
 		rp[tp] = p.RecoveryPoint()
@@ -566,11 +571,14 @@ func (d *LogDir) checkpointLocked() error {
 		if fd := p.FirstDirtyOffset(); fd >= 0 {
 			cl[tp] = fd
 		}
+		if h := p.PendingDeleteHorizon(); h > 0 {
+			hz[tp] = h
+		}
 	}
 	for _, c := range []struct {
 		name string
 		m    map[TopicPartition]int64
-	}{{RecoveryPointCheckpointFile, rp}, {LogStartOffsetCheckpointFile, ls}, {CleanerOffsetCheckpointFile, cl}} {
+	}{{RecoveryPointCheckpointFile, rp}, {LogStartOffsetCheckpointFile, ls}, {CleanerOffsetCheckpointFile, cl}, {DeleteHorizonsFile, hz}} {
 		if err := WriteCheckpoint(d.fs, filepath.Join(d.path, c.name), c.m); err != nil {
 			return fmt.Errorf("engine: write %s: %w", c.name, err)
 		}

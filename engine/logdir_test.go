@@ -888,6 +888,8 @@ func ExampleOpenLogDir() {
 	// orders-1/00000000000000000000.index
 	// orders-1/00000000000000000000.log
 	// orders-1/00000000000000000000.timeindex
+	// orders-1/leader-epoch-checkpoint
+	// orders-1/partition.metadata
 }
 
 func TestLogDirUnreadableTopicsFile(t *testing.T) {

@@ -135,6 +135,10 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 		}
 		made = append(made, dir)
 	}
+	if err := d.writeTopicID(topic, from, to); err != nil {
+		undo()
+		return nil, err
+	}
 	if err := d.fs.SyncDir(d.path); err != nil {
 		undo()
 		return nil, fmt.Errorf("engine: sync data dir: %w", err)
@@ -147,6 +151,7 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 			LogStartOffset: 0,
 			FirstDirty:     -1,
 			CleanShutdown:  true, // nothing to recover in a new directory
+			LeaderEpochs:   true,
 			Logger:         d.log,
 			Now:            d.now,
 		})
@@ -196,6 +201,9 @@ func (d *LogDir) finishCreatingTopic() error {
 				return fmt.Errorf("engine: complete creation of topic %s: %w", name, err)
 			}
 			missing++
+		}
+		if err := d.writeTopicID(name, 0, n); err != nil {
+			return fmt.Errorf("engine: complete creation of topic %s: %w", name, err)
 		}
 		if missing > 0 {
 			d.log.Warn("completed a topic creation interrupted by a crash", "topic", name, "partitions", n, "created", missing)

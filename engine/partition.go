@@ -28,6 +28,14 @@ type PartitionOptions struct {
 	ReadOnly       bool  // never write, never truncate (recover in memory)
 	Logger         *slog.Logger
 	Now            func() time.Time // nil = time.Now
+
+	// LeaderEpochs keeps leader-epoch-checkpoint as a single-replica
+	// broker does (leaderepoch.go); a LogDir sets it for its partitions.
+	LeaderEpochs bool
+
+	// DeleteHorizon is the earliest pending delete horizon (Unix ms) from
+	// topicfs-delete-horizons; 0 or negative: none (horizons.go).
+	DeleteHorizon int64
 }
 
 // PartitionStats are a partition's counters since it was opened.
@@ -69,6 +77,8 @@ type Partition struct {
 	logEnd        atomic.Int64
 	recoveryPoint atomic.Int64
 	firstDirty    atomic.Int64
+	horizon       atomic.Int64 // earliest pending delete horizon, ms; <= 0 none
+	epochs        epochCache
 	closed        atomic.Bool
 	stats         counters
 
@@ -123,6 +133,7 @@ func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions
 	cfg := opts.Config
 	p.cfg.Store(&cfg)
 	p.firstDirty.Store(opts.FirstDirty)
+	p.horizon.Store(max(opts.DeleteHorizon, 0))
 	p.w.lastFlush = p.now()
 	p.indexes.max = maxLoadedIndexes
 	p.w.producers = producerState{ongoing: map[int64]int64{}}

@@ -96,6 +96,9 @@ func (p *Partition) load() error {
 	leo := max(last.NextOffset(), last.base)
 	p.logEnd.Store(leo)
 	p.logStart.Store(ls)
+	if err := p.loadLeaderEpochs(); err != nil {
+		return err
+	}
 	if !p.opts.ReadOnly {
 		// Make what recovery changed durable (scanned segments may hold
 		// bytes that only reached the page cache), so that the recovery

@@ -366,6 +366,7 @@ func (p *Partition) DeleteOldestSegments(n int, reason string) (int64, error) {
 	p.publish(append([]*Segment(nil), l[i:]...))
 	if nb := l[i].base; nb > p.logStart.Load() {
 		p.logStart.Store(nb)
+		p.truncateEpochsFromStart(nb)
 	}
 	for _, s := range gone {
 		s.Release()

@@ -127,6 +127,11 @@ type cleanRound struct {
 	start   time.Time // when the run began, for its duration
 	readAll int64     // bytes read in both passes, for progress logs
 	nextLog int64
+	// legacyHorizon is Kafka's legacyDeleteHorizonMs (legacyDeleteHorizon);
+	// retainLegacy says whether the segment being cleaned keeps its legacy
+	// tombstones: its last modification is later than legacyHorizon.
+	legacyHorizon int64
+	retainLegacy  bool
 }
 
 // clean compacts p's cleanable range once. It returns nil, nil when there is
@@ -165,6 +170,7 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		logger: c.logger.With("topic", p.Topic(), "partition", p.ID()),
 	}
 	r.nextLog = c.progressBytes
+	r.legacyHorizon = legacyDeleteHorizon(snap.Segments, cl.FirstDirty, cfg.DeleteRetentionMs)
 	aborted := abortedTxnsOf(segs)
 	m, err := c.offsetMap(cl.FirstUncleanable - cl.FirstDirty)
 	if err != nil {
@@ -187,6 +193,27 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		"records_kept", r.run.RecordsKept, "records_dropped", r.run.RecordsDropped,
 		"map_full", r.run.MapFull, "duration_ms", r.run.DurationMs)
 	return r.run, nil
+}
+
+// legacyDeleteHorizon is Kafka's legacyDeleteHorizonMs: the last
+// modification (ms) of the last segment of the clean part of the log (the
+// segments below the first dirty offset) minus delete.retention.ms, 0 when
+// nothing is clean yet. Legacy (magic 0 and 1) batches have no field for a
+// delete horizon, so their tombstones go once their segment was last
+// modified at least delete.retention.ms before the clean part's end was
+// (a log that grows and is cleaned moves that end on).
+func legacyDeleteHorizon(segs []*engine.Segment, firstDirty, deleteRetentionMs int64) int64 {
+	var last *engine.Segment
+	for _, s := range segs {
+		if s.BaseOffset() >= firstDirty {
+			break
+		}
+		last = s
+	}
+	if last == nil {
+		return 0
+	}
+	return last.LastModified().UnixMilli() - deleteRetentionMs
 }
 
 // cleanableSegments returns the segments of a snapshot the cleaner may
@@ -528,6 +555,7 @@ func (o *groupOutput) write(s *engine.Segment, pos int64, raw []byte, same bool)
 func (r *cleanRound) cleanSegment(m *OffsetMap, s *engine.Segment, out *groupOutput, tr *txnTracker, lastSeg bool) error {
 	r.run.SegmentsIn++
 	r.run.BytesIn += s.Size()
+	r.retainLegacy = s.LastModified().UnixMilli() > r.legacyHorizon
 	end := s.Size()
 	err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
 		last := lastSeg && pos+int64(b.Size()) >= end
@@ -595,7 +623,11 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	if !b.HasDeleteHorizon() {
 		horizon = -1
 	}
-	kept, nTomb := r.keepRecords(m, b, recs, horizon, discardRecords)
+	keepHorizon := horizon
+	if b.Magic < 2 && !r.retainLegacy {
+		keepHorizon = 0 // passed: the segment-time rule drops its tombstones
+	}
+	kept, nTomb := r.keepRecords(m, b, recs, keepHorizon, discardRecords)
 	dropped := int64(len(recs) - len(kept))
 	r.run.RecordsKept += int64(len(kept))
 	r.run.RecordsDropped += dropped

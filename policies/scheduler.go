@@ -437,13 +437,21 @@ func (s *Scheduler) backingOff(p *engine.Partition, now time.Time) bool {
 }
 
 // tombstonesDue reports whether the last completed cleaning of p kept
-// tombstones or markers whose delete horizon has now passed.
+// tombstones or markers whose delete horizon has now passed. The horizon
+// is the partition's (engine.DeleteHorizonsFile), not the scheduler's
+// memory, so it holds across a remount.
 func (s *Scheduler) tombstonesDue(p *engine.Partition, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.stateLocked(p)
-	return st.last != nil && st.last.Outcome == "done" && st.last.TombstonesKept > 0 &&
-		st.last.EarliestHorizonMs >= 0 && st.last.EarliestHorizonMs <= now.UnixMilli()
+	h := p.PendingDeleteHorizon()
+	return h > 0 && h <= now.UnixMilli()
+}
+
+// pendingHorizon is the delete horizon a completed run leaves pending: the
+// earliest of those it kept, 0 when it kept none with a horizon.
+func pendingHorizon(run *CleaningRun) int64 {
+	if run.TombstonesKept > 0 && run.EarliestHorizonMs > 0 {
+		return run.EarliestHorizonMs
+	}
+	return 0
 }
 
 // runClean cleans p, already marked cleaning, with a free cleaner.
@@ -463,10 +471,16 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 	s.mu.Lock()
 	st := s.stateLocked(p)
 	st.cleaning = false
+	if run == nil && err == nil && force {
+		// A forced run found no segment to clean: no tombstone is left
+		// outside the active segment, so none is pending.
+		p.SetPendingDeleteHorizon(0)
+	}
 	if run != nil {
 		if err == nil {
 			st.cleanings++
 			st.last = run
+			p.SetPendingDeleteHorizon(pendingHorizon(run))
 			st.cleanAfter, st.cleanWhy = time.Time{}, ""
 		} else if st.last == nil || !errors.Is(err, errAbandoned) && !errors.Is(err, errOpenTxn) {
 			st.last = run
