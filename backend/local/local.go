@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -20,6 +21,8 @@ type Backend struct {
 
 	mu    sync.Mutex
 	parts map[*engine.Partition]*Partition // one Partition value per engine partition
+
+	cursors cursorStore // CursorsFile, loaded on first use (cursors.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -67,6 +70,10 @@ func (b *Backend) CreateTopic(ctx context.Context, name string, partitions int) 
 func (b *Backend) DeleteTopic(ctx context.Context, name string) error {
 	if err := b.d.DeleteTopic(name); err != nil {
 		return err
+	}
+	if err := b.dropCursors(name); err != nil {
+		// The next load drops the cursors of a topic that is gone.
+		slog.Warn("local: could not drop the cursors of a deleted topic", "topic", name, "err", err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
