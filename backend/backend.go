@@ -66,6 +66,9 @@ type Settings struct {
 	// Compacted reports that cleanup.policy includes compact: records
 	// need keys (ErrKeyRequired).
 	Compacted bool
+	// CursorStart is cursor.start: where a cursor read for the first
+	// time starts, "earliest" (the log start; also "") or "latest".
+	CursorStart string
 }
 
 // Offsets are a partition's bounds as a reader sees them.

@@ -53,6 +53,7 @@ type fsys struct {
 	sticky  atomic.Int64 // where the next handle's keyless records start (round robin)
 	// tailsHeld counts mu.tails, so readers skip the lock when it is 0.
 	tailsHeld atomic.Int32
+	curLocks  cursorLocks // cursors open for reading (cursors.go)
 
 	mu struct {
 		sync.Mutex
