@@ -88,7 +88,8 @@ func (c *Cluster) Cursor(ctx context.Context, topic, name string) (map[int]int64
 
 // CommitCursor commits offs for group name as a simple consumer.
 func (c *Cluster) CommitCursor(ctx context.Context, topic, name string, offs map[int]int64) error {
-	if err := c.usable(); err != nil {
+	id, err := c.topicID(ctx, topic)
+	if err != nil {
 		return err
 	}
 	rctx, cancel := c.reqCtx(ctx)
@@ -98,7 +99,7 @@ func (c *Cluster) CommitCursor(ctx context.Context, topic, name string, offs map
 	req.Generation = -1
 	req.MemberID = ""
 	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, id // OffsetCommit v10 names topics by id
 	for _, id := range slices.Sorted(maps.Keys(offs)) {
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition = int32(id)
@@ -116,6 +117,19 @@ func (c *Cluster) CommitCursor(ctx context.Context, topic, name string, offs map
 		return mapErr(fmt.Sprintf("commit cursor %s of %s", name, topic), err)
 	}
 	return nil
+}
+
+// topicID returns the id of topic (zero from a broker before Kafka 2.8).
+func (c *Cluster) topicID(ctx context.Context, topic string) ([16]byte, error) {
+	resp, err := c.metadata(ctx, []string{topic})
+	if err != nil {
+		return [16]byte{}, mapErr("look up "+topic, err)
+	}
+	mt, err := metadataTopic(resp, topic)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	return mt.TopicID, nil
 }
 
 // commitErr returns the first error of an OffsetCommit response.
