@@ -142,6 +142,7 @@ func SettingsOf(cfg engine.Config) backend.Settings {
 		MaxRecordBytes: cfg.MaxRecordBytes(),
 		Uncompressed:   cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed",
 		Compacted:      cfg.Compact(),
+		CursorStart:    cfg.CursorStart,
 	}
 }
 
