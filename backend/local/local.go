@@ -29,7 +29,16 @@ var _ backend.Backend = (*Backend)(nil)
 
 // New returns the backend of d. The caller keeps owning d (and closes it).
 func New(d *engine.LogDir) *Backend {
-	return &Backend{d: d, parts: map[*engine.Partition]*Partition{}}
+	b := &Backend{d: d, parts: map[*engine.Partition]*Partition{}}
+	// The cursors are read now, while the topics are those on disk: an
+	// entry of a topic deleted before a crash must not come back when a
+	// topic of the same name is created later.
+	b.cursors.mu.Lock()
+	if err := b.loadLocked(); err != nil {
+		slog.Warn("local: cursors unusable until the file is fixed or moved aside", "err", err)
+	}
+	b.cursors.mu.Unlock()
+	return b
 }
 
 // LogDir returns the data directory.
