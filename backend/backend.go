@@ -66,6 +66,9 @@ type Settings struct {
 	// Compacted reports that cleanup.policy includes compact: records
 	// need keys (ErrKeyRequired).
 	Compacted bool
+	// CursorStart is cursor.start: where a cursor read for the first
+	// time starts, "earliest" (the log start; also "") or "latest".
+	CursorStart string
 }
 
 // Offsets are a partition's bounds as a reader sees them.
@@ -185,4 +188,24 @@ type Segment interface {
 	Release()
 	// LogPath names the segment in logs and errors.
 	LogPath() string
+}
+
+// Cursors is a Backend that keeps named, durable read positions per topic
+// (the cursors/ directories): a map from partition to the offset of the
+// next record to read, as a Kafka consumer group commits them. A commit
+// that returned survives a crash. Names are checked by the caller
+// (fusefs: Kafka's topic-name characters).
+type Cursors interface {
+	// Cursor returns the committed positions of cursor name on topic, and
+	// whether it has any.
+	Cursor(ctx context.Context, topic, name string) (map[int]int64, bool, error)
+	// CommitCursor sets the positions of the partitions in offs, leaving
+	// the cursor's other partitions as they are, all or none.
+	// ErrCursorBusy: another consumer holds it (a group with members).
+	CommitCursor(ctx context.Context, topic, name string, offs map[int]int64) error
+	// DeleteCursor forgets the positions of partitions (nil: all) of
+	// cursor name on topic; ErrUnknownCursor if it has none of them.
+	DeleteCursor(ctx context.Context, topic, name string, partitions []int) error
+	// ListCursors returns every cursor of topic with its positions.
+	ListCursors(ctx context.Context, topic string) (map[string]map[int]int64, error)
 }

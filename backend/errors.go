@@ -45,4 +45,9 @@ var (
 	ErrTimedOut = errors.New("timed out")
 	// ErrUnavailable reports that no broker could be reached.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrUnknownCursor reports a cursor that has no committed position.
+	ErrUnknownCursor = errors.New("unknown cursor")
+	// ErrCursorBusy reports a cursor another reader holds: a consumer
+	// group with active members refuses a commit from outside it.
+	ErrCursorBusy = errors.New("cursor in use")
 )

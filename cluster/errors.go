@@ -20,12 +20,21 @@ var sentinels = []error{
 	backend.ErrUnknownTopic, backend.ErrUnknownPartition, backend.ErrClosed,
 	backend.ErrReadOnly, backend.ErrInvalidRecord, backend.ErrNotEnoughReplicas,
 	backend.ErrNotAuthorized, backend.ErrTimedOut, backend.ErrUnavailable,
+	backend.ErrUnknownCursor, backend.ErrCursorBusy,
 }
 
 // kerrSentinels maps Kafka's error codes to the backend's errors, so that
 // each means the same errno as on one disk (fusefs/errno.go).
 var kerrSentinels = map[*kerr.Error]error{
-	kerr.MessageTooLarge:                    backend.ErrRecordTooLarge,
+	kerr.MessageTooLarge: backend.ErrRecordTooLarge,
+	// A cursor is a consumer group: one with members refuses commits and
+	// deletes from outside it (cursors.go).
+	kerr.UnknownMemberID:                    backend.ErrCursorBusy,
+	kerr.IllegalGeneration:                  backend.ErrCursorBusy,
+	kerr.RebalanceInProgress:                backend.ErrCursorBusy,
+	kerr.GroupSubscribedToTopic:             backend.ErrCursorBusy,
+	kerr.NonEmptyGroup:                      backend.ErrCursorBusy,
+	kerr.GroupIDNotFound:                    backend.ErrUnknownCursor,
 	kerr.RecordListTooLarge:                 backend.ErrRecordTooLarge,
 	kerr.InvalidRecord:                      backend.ErrInvalidRecord,
 	kerr.CorruptMessage:                     backend.ErrCorrupt,

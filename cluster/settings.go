@@ -34,16 +34,17 @@ type localSettings struct {
 	NullMarker   string
 	BatchSize    int64
 	LingerMs     int64
+	CursorStart  string
 }
 
 // localNames are the names of localSettings, sorted.
-var localNames = []string{"batch.size", "key.separator", "linger.ms", "null.marker", "parse.key", "print.key"}
+var localNames = []string{"batch.size", "cursor.start", "key.separator", "linger.ms", "null.marker", "parse.key", "print.key"}
 
 func isLocal(name string) bool { return slices.Contains(localNames, name) }
 
 // defaultSettings are the local mount's defaults.
 func defaultSettings() localSettings {
-	return localSettings{KeySeparator: "\t", BatchSize: 16384, LingerMs: 5}
+	return localSettings{KeySeparator: "\t", BatchSize: 16384, LingerMs: 5, CursorStart: "earliest"}
 }
 
 // get returns the value of name as set accepts it.
@@ -61,6 +62,8 @@ func (s localSettings) get(name string) string {
 		return strconv.FormatInt(s.BatchSize, 10)
 	case "linger.ms":
 		return strconv.FormatInt(s.LingerMs, 10)
+	case "cursor.start":
+		return s.CursorStart
 	}
 	return ""
 }
@@ -89,6 +92,13 @@ func (s localSettings) set(name, value string) (localSettings, error) {
 		s.BatchSize, err = parseRange(value, 0, maxBatchSize)
 	case "linger.ms":
 		s.LingerMs, err = parseRange(value, 0, maxDurationMs)
+	case "cursor.start":
+		switch v := strings.ToLower(strings.TrimSpace(value)); v {
+		case "earliest", "latest":
+			s.CursorStart = v
+		default:
+			err = errors.New("must be earliest or latest")
+		}
 	default:
 		return s, fmt.Errorf("%w: unknown setting %q", backend.ErrInvalidConfig, name)
 	}

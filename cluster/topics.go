@@ -378,7 +378,7 @@ func replicationFactor(mt *kmsg.MetadataResponseTopic) int {
 // configuration (held under t.mu) and the local settings.
 func (t *Topic) derive(local localSettings) (backend.Settings, int) {
 	s := backend.Settings{
-		ParseKey: local.ParseKey, PrintKey: local.PrintKey, KeySeparator: local.KeySeparator,
+		ParseKey: local.ParseKey, PrintKey: local.PrintKey, KeySeparator: local.KeySeparator, CursorStart: local.CursorStart,
 		NullMarker: local.NullMarker, BatchSize: local.BatchSize, LingerMs: local.LingerMs,
 		MaxRecordBytes: defaultMaxMessageBytes, Uncompressed: true,
 	}

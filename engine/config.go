@@ -44,6 +44,7 @@ type Config struct {
 	KeySeparator             string  // key.separator
 	NullMarker               string  // null.marker: prints (and parses) a null value
 	PrintKey                 bool    // print.key: views print key<separator>value
+	CursorStart              string  // cursor.start: where a new cursor starts, earliest or latest
 }
 
 // DefaultConfig returns Kafka's defaults plus topicfs's.
@@ -77,6 +78,7 @@ func DefaultConfig() Config {
 		KeySeparator:             "\t",
 		NullMarker:               "",
 		PrintKey:                 false,
+		CursorStart:              "earliest",
 	}
 }
 
@@ -163,6 +165,7 @@ var settings = []setting{
 	{name: "key.separator", str: func(c *Config) *string { return &c.KeySeparator }, check: checkSeparator},
 	{name: "null.marker", str: func(c *Config) *string { return &c.NullMarker }, check: checkOneLine},
 	{name: "print.key", b: func(c *Config) *bool { return &c.PrintKey }},
+	{name: "cursor.start", str: func(c *Config) *string { return &c.CursorStart }, check: oneOf("earliest", "latest")},
 }
 
 // SettingRange returns the values a numeric setting accepts, as text

@@ -42,6 +42,7 @@ var configTable = []struct{ name, def string }{
 	{"key.separator", "\t"},
 	{"null.marker", ""},
 	{"print.key", "false"},
+	{"cursor.start", "earliest"},
 }
 
 func TestConfigDefaultsAndNames(t *testing.T) {
@@ -66,7 +67,7 @@ func TestConfigEveryNameHasItsOwnField(t *testing.T) {
 	alt := map[string]string{
 		"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.25", "compression.type": "zstd",
 		"message.timestamp.type": "LogAppendTime", "parse.key": "true", "print.key": "true",
-		"key.separator": ":", "null.marker": "NULL",
+		"key.separator": ":", "null.marker": "NULL", "cursor.start": "latest",
 		"log.cleaner.threads": "7", "log.cleaner.dedupe.buffer.size": "7777777",
 	}
 	seen := map[int]string{}

@@ -21,6 +21,8 @@ var errnoTable = []struct {
 }{
 	{backend.ErrUnknownTopic, syscall.ENOENT},
 	{backend.ErrUnknownPartition, syscall.ENOENT},
+	{backend.ErrUnknownCursor, syscall.ENOENT},
+	{backend.ErrCursorBusy, syscall.EBUSY},
 	{backend.ErrOffsetOutOfRange, syscall.ENOENT},
 	{backend.ErrRecordTooLarge, syscall.EMSGSIZE},
 	{backend.ErrInvalidConfig, syscall.EINVAL},

@@ -56,7 +56,8 @@ type fsys struct {
 	// passthrough is set once at mount when segments/ may offer sealed
 	// segments' files for FUSE passthrough (passthrough.go).
 	passthrough atomic.Bool
-	refusedOnce sync.Once // the warning that the kernel did not take one
+	refusedOnce sync.Once   // the warning that the kernel did not take one
+	curLocks    cursorLocks // cursors open for reading (cursors.go)
 
 	mu struct {
 		sync.Mutex

@@ -143,7 +143,7 @@ func (m *testMount) partition(t *testing.T, topic string, id int) *engine.Partit
 func TestEchoThenCat(t *testing.T) {
 	m := newTestMount(t, mountOpts{})
 	m.sh(t, `mkdir $MNT/t`)
-	assert.Equal(t, "append\nappend.jsonl\nconfig\nstats\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
+	assert.Equal(t, "append\nappend.jsonl\nconfig\ncursors\nstats\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
 	m.sh(t, `echo hello > $MNT/t/0/append`)
 	m.sh(t, `echo world >> $MNT/t/0/append`)
 	m.sh(t, `echo topic-level > $MNT/t/append`)
@@ -276,7 +276,7 @@ func TestMkdirUsesTopicPartitionCount(t *testing.T) {
 		overrides: map[string]map[string]string{"wide": {"num.partitions": "3"}},
 	})
 	out := m.sh(t, `mkdir $MNT/wide $MNT/plain && ls $MNT/wide && echo -- && ls $MNT/plain`)
-	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\nstats\n--\n0\n1\nappend\nappend.jsonl\nconfig\nstats\n", out)
+	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\ncursors\nstats\n--\n0\n1\nappend\nappend.jsonl\nconfig\ncursors\nstats\n", out)
 	for name, n := range map[string]int{"wide": 3, "plain": 2} {
 		tp, err := m.d.Topic(name)
 		require.NoError(t, err)
@@ -411,7 +411,7 @@ func TestErrnos(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "one\n", m.sh(t, `cat $MNT/e/0/records`), "nothing of the refused writes was applied")
-	assert.Equal(t, "append\nappend.jsonl\nby-offset\nby-time\nrecords\nrecords.jsonl\nsegments\nstats\n", m.sh(t, `ls $MNT/e/0`))
+	assert.Equal(t, "append\nappend.jsonl\nby-offset\nby-time\ncursors\nrecords\nrecords.jsonl\nsegments\nstats\n", m.sh(t, `ls $MNT/e/0`))
 	assert.NotContains(t, m.sh(t, `cat $MNT/e/config`), "retention.ms=soon")
 }
 
@@ -543,7 +543,7 @@ func snakeKeys(v any, path string, out map[string]string) {
 // retention state also when no scheduler runs (read-only mounts).
 func TestStatsFields(t *testing.T) {
 	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "size_bytes", "segment_count",
-		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "policies", "explanations"}
+		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "policies", "explanations", "cursors"}
 	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	check := func(t *testing.T, raw string) map[string]any {
 		t.Helper()

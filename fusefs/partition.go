@@ -31,6 +31,7 @@ var partitionEntries = []struct {
 	{"records.jsonl", syscall.S_IFREG},
 	{"by-offset", syscall.S_IFDIR},
 	{"by-time", syscall.S_IFDIR},
+	{"cursors", syscall.S_IFDIR},
 	{"segments", syscall.S_IFDIR},
 	{"stats", syscall.S_IFREG},
 }
@@ -58,6 +59,10 @@ func (p *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 		mk, mode = func() fs.InodeEmbedder { return &byOffsetDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
 	case "by-time":
 		mk, mode = func() fs.InodeEmbedder { return &byTimeDir{dirBase: dirBase{fsys: p.fsys}, loc: p.loc} }, syscall.S_IFDIR
+	case "cursors":
+		mk, mode = func() fs.InodeEmbedder {
+			return &cursorsDir{dirBase: dirBase{fsys: p.fsys}, topic: p.loc.topic, gen: p.loc.gen, id: p.loc.id}
+		}, syscall.S_IFDIR
 	case "segments":
 		if localOf(pl) == nil {
 			return nil, syscall.ENOENT

@@ -86,7 +86,7 @@ type statsRenderer interface {
 	StatsJSON(ctx context.Context) ([]byte, error)
 }
 
-func (s *statsNode) render(ctx context.Context) ([]byte, error) {
+func (s *statsNode) renderBase(ctx context.Context) ([]byte, error) {
 	if s.loc.id < 0 {
 		return s.renderTopic(ctx)
 	}

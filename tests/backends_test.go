@@ -38,6 +38,18 @@ var backendCases = []backendCase{
 	{"unknown topic", `cat $MNT/nope/0/records 2>&1 || true`, "No such file or directory"},
 	{"unknown partition", `cat $MNT/t/7/records 2>&1 || true`, "No such file or directory"},
 	{"offset past the end", `echo a > $MNT/t/0/append; cat $MNT/t/0/by-offset/5 2>&1 || true`, "No such file or directory"},
+	// Cursors (README, Cursors): each record once, head commits nothing.
+	{"cursor reads each record once", `seq 1 3 > $MNT/t/0/append; cat $MNT/t/0/cursors/c; seq 4 5 > $MNT/t/0/append; cat $MNT/t/0/cursors/c; cat $MNT/t/0/cursors/c`, "1\n2\n3\n4\n5\n"},
+	{"cursor head commits nothing", `seq 1 5000 > $MNT/t/0/append; head -n 2 $MNT/t/0/cursors/c; wc -l < $MNT/t/0/cursors/c; wc -l < $MNT/t/0/cursors/c`, "1\n2\n5000\n0\n"},
+	{"cursor as JSON", `echo x > $MNT/t/0/append; jq -r .value $MNT/t/0/cursors/c.jsonl; echo y > $MNT/t/0/append; jq -r .value $MNT/t/0/cursors/c.jsonl`, "x\ny\n"},
+	{"cursor moved by echo", `seq 1 5 > $MNT/t/0/append; echo 3 > $MNT/t/0/cursors/c; cat $MNT/t/0/cursors/c; echo earliest > $MNT/t/0/cursors/c; wc -l < $MNT/t/0/cursors/c; echo latest > $MNT/t/0/cursors/c; wc -l < $MNT/t/0/cursors/c`, "4\n5\n5\n0\n"},
+	{"cursor moved by time", `seq 1 5 > $MNT/t/0/append; echo -1h > $MNT/t/0/cursors/c; wc -l < $MNT/t/0/cursors/c`, "5\n"},
+	{"cursor bad position", `echo a > $MNT/t/0/append; { echo 7 > $MNT/t/0/cursors/c; } 2>&1 || echo refused; { echo nope > $MNT/t/0/cursors/c; } 2>&1 || echo refused`, "write error: Invalid argument\nrefused\nbash: line 1: echo: write error: Invalid argument\nrefused"},
+	{"cursor listed and removed", `seq 1 4 > $MNT/t/0/append; echo 1 > $MNT/t/0/cursors/c; ls $MNT/t/0/cursors/ | tr '\n' ' '; ls $MNT/t/cursors/ | tr '\n' ' '; rm $MNT/t/0/cursors/c; ls $MNT/t/0/cursors/ | wc -l; rm $MNT/t/0/cursors/c 2>&1 || true`, "c c.jsonl c c.jsonl 0\nrm: cannot remove"},
+	{"cursor busy", `seq 1 3 > $MNT/t/0/append; exec 3< $MNT/t/0/cursors/c; cat $MNT/t/0/cursors/c 2>&1 || true; exec 3<&-`, "Device or resource busy"},
+	{"cursor starts at latest", `echo cursor.start=latest > $MNT/t/config; seq 1 3 > $MNT/t/0/append; wc -l < $MNT/t/0/cursors/c; echo 4 > $MNT/t/0/append; cat $MNT/t/0/cursors/c`, "0\n4\n"},
+	{"cursor stats", `seq 1 5 > $MNT/t/0/append; echo 2 > $MNT/t/0/cursors/c; jq -c .cursors $MNT/t/0/stats; jq -c .cursors $MNT/t/stats`, "{\"c\":{\"offset\":2,\"lag\":3}}\n{\"c\":{\"offsets\":{\"0\":2},\"lag\":3}}\n"},
+	{"topic cursor", `echo num.partitions=2 > $MNT/t/config; printf '1\n2\n' > $MNT/t/0/append; echo 3 > $MNT/t/1/append; cat $MNT/t/cursors/c; echo 4 > $MNT/t/1/append; cat $MNT/t/cursors/c; cat $MNT/t/1/cursors/c | wc -l`, "1\n2\n3\n4\n0\n"},
 }
 
 // backendMounts starts one mount per backend: a data directory, and a

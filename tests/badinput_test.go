@@ -114,6 +114,17 @@ func TestBadInputThroughMount(t *testing.T) {
 		{name: "unknown file in partition", script: `cat $MNT/good/0/nosuchview`, want: []string{msgENOENT}},
 		{name: "unknown segment", script: `cat $MNT/good/0/segments/99999999999999999999.log`, want: []string{msgENOENT}},
 
+		{name: "cursor name outside Kafka's characters", script: `cat "$MNT/good/0/cursors/a b"`, want: []string{msgENOENT}},
+		{name: "cursor name too long", script: `cat $MNT/good/0/cursors/` + strings.Repeat("c", 250), want: []string{msgENOENT}},
+		{name: "rm of a cursor that does not exist", script: `rm $MNT/good/0/cursors/never`, want: []string{msgENOENT}},
+
+		// Cursor moves that name no position: EINVAL, the cursor unmoved.
+		{name: "cursor moved to garbage", script: `echo garbage > $MNT/good/0/cursors/bad`, want: []string{msgEINVAL}},
+		{name: "cursor moved past the end", script: `echo 99999999 > $MNT/good/0/cursors/bad`, want: []string{msgEINVAL}},
+		{name: "cursor moved to a negative offset", script: `echo -5 > $MNT/good/0/cursors/bad`, want: []string{msgEINVAL}},
+		{name: "cursor truncated to a size", script: `truncate -s 5 $MNT/good/0/cursors/bad`, want: []string{msgEINVAL}},
+		{name: "chmod of a cursor", script: `chmod 600 $MNT/good/0/cursors/bad`, want: []string{msgEPERM}},
+
 		// Read-only files: EACCES or EROFS.
 		{name: "write to records", script: `echo x > $MNT/good/0/records`, want: readOnlyMsgs},
 		{name: "append to records", script: `echo x >> $MNT/good/0/records`, want: readOnlyMsgs},

@@ -155,6 +155,7 @@ var configDocs = map[string]configDoc{
 	"key.separator":                  {"between key and value when parsing (parse.key) and printing (print.key)", "kafka-console-producer/consumer property"},
 	"null.marker":                    {"text that stands for a null value: appended with parse.key it is a tombstone; views print it for tombstones", "null.literal (kafka-console-consumer)"},
 	"print.key":                      {"views print key, key.separator, value", "kafka-console-consumer property"},
+	"cursor.start":                   {"where a cursor read for the first time starts: `earliest` or `latest`", "auto.offset.reset (consumer)"},
 }
 
 const (

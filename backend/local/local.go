@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -20,13 +21,24 @@ type Backend struct {
 
 	mu    sync.Mutex
 	parts map[*engine.Partition]*Partition // one Partition value per engine partition
+
+	cursors cursorStore // CursorsFile, loaded on first use (cursors.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
 
 // New returns the backend of d. The caller keeps owning d (and closes it).
 func New(d *engine.LogDir) *Backend {
-	return &Backend{d: d, parts: map[*engine.Partition]*Partition{}}
+	b := &Backend{d: d, parts: map[*engine.Partition]*Partition{}}
+	// The cursors are read now, while the topics are those on disk: an
+	// entry of a topic deleted before a crash must not come back when a
+	// topic of the same name is created later.
+	b.cursors.mu.Lock()
+	if err := b.loadLocked(); err != nil {
+		slog.Warn("local: cursors unusable until the file is fixed or moved aside", "err", err)
+	}
+	b.cursors.mu.Unlock()
+	return b
 }
 
 // LogDir returns the data directory.
@@ -67,6 +79,10 @@ func (b *Backend) CreateTopic(ctx context.Context, name string, partitions int) 
 func (b *Backend) DeleteTopic(ctx context.Context, name string) error {
 	if err := b.d.DeleteTopic(name); err != nil {
 		return err
+	}
+	if err := b.dropCursors(name); err != nil {
+		// The next load drops the cursors of a topic that is gone.
+		slog.Warn("local: could not drop the cursors of a deleted topic", "topic", name, "err", err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -135,6 +151,7 @@ func SettingsOf(cfg engine.Config) backend.Settings {
 		MaxRecordBytes: cfg.MaxRecordBytes(),
 		Uncompressed:   cfg.CompressionType == "none" || cfg.CompressionType == "producer" || cfg.CompressionType == "uncompressed",
 		Compacted:      cfg.Compact(),
+		CursorStart:    cfg.CursorStart,
 	}
 }
 

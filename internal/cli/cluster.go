@@ -27,7 +27,7 @@ var clusterKeys = []string{
 
 // localSettingNames are topicfs's own topic settings, which a cluster does
 // not store: mount.toml's values are the defaults of every cluster topic.
-var localSettingNames = []string{"parse.key", "print.key", "key.separator", "null.marker", "batch.size", "linger.ms"}
+var localSettingNames = []string{"parse.key", "print.key", "key.separator", "null.marker", "batch.size", "linger.ms", "cursor.start"}
 
 // clusterFlags registers mount's cluster-mode flags.
 func clusterFlags(fs *flag.FlagSet, o *mountOptions) {

@@ -1,0 +1,131 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/topicfs/topicfs/backend"
+)
+
+// cursorStat is one cursor in a partition's stats: its committed offset
+// and lag, the offsets between it and the end (high watermark).
+type cursorStat struct {
+	Offset int64 `json:"offset"`
+	Lag    int64 `json:"lag"`
+}
+
+// topicCursorStat is one cursor in a topic's stats: its offsets per
+// partition that has one, and their lags summed.
+type topicCursorStat struct {
+	Offsets map[string]int64 `json:"offsets"`
+	Lag     int64            `json:"lag"`
+}
+
+// render renders the stats file: the backend's or the local one, with a
+// "cursors" object added where the backend keeps cursors.
+func (s *statsNode) render(ctx context.Context) ([]byte, error) {
+	b, err := s.renderBase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cb, err := s.fsys.cursorsOf()
+	if err != nil {
+		return b, nil
+	}
+	cursors, err := s.cursorStats(ctx, cb)
+	if err != nil {
+		return nil, err
+	}
+	return spliceField(b, "cursors", cursors)
+}
+
+// cursorStats returns the "cursors" object of the file.
+func (s *statsNode) cursorStats(ctx context.Context, cb backend.Cursors) (any, error) {
+	t, err := s.fsys.topic(ctx, s.loc.topic, s.loc.gen)
+	if err != nil {
+		return nil, err
+	}
+	all, err := cb.ListCursors(ctx, s.loc.topic)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int]int64{}
+	end := func(id int) (int64, error) {
+		if e, ok := ends[id]; ok {
+			return e, nil
+		}
+		p, err := t.Partition(id)
+		if err != nil {
+			return 0, err
+		}
+		offs, err := p.Offsets(ctx)
+		if err != nil {
+			return 0, err
+		}
+		ends[id] = offs.End
+		return offs.End, nil
+	}
+	if s.loc.id >= 0 {
+		out := map[string]cursorStat{}
+		for name, pos := range all {
+			off, ok := pos[s.loc.id]
+			if !ok {
+				continue
+			}
+			e, err := end(s.loc.id)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = cursorStat{Offset: off, Lag: max(e-off, 0)}
+		}
+		return out, nil
+	}
+	out := map[string]topicCursorStat{}
+	for name, pos := range all {
+		cs := topicCursorStat{Offsets: map[string]int64{}}
+		for _, id := range slices.Sorted(maps.Keys(pos)) {
+			e, err := end(id)
+			if errors.Is(err, backend.ErrUnknownPartition) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			cs.Offsets[strconv.Itoa(id)] = pos[id]
+			cs.Lag += max(e-pos[id], 0)
+		}
+		out[name] = cs
+	}
+	return out, nil
+}
+
+// spliceField adds "name": v as the last field of js, an indented JSON
+// object (a stats file), keeping its indentation.
+func spliceField(js []byte, name string, v any) ([]byte, error) {
+	val, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	body := bytes.TrimRight(js, " \n\t")
+	if len(body) == 0 || body[len(body)-1] != '}' {
+		return js, nil // not an object: leave it as it is
+	}
+	body = bytes.TrimRight(body[:len(body)-1], " \n\t")
+	var out bytes.Buffer
+	out.Write(body)
+	if len(body) > 0 && body[len(body)-1] != '{' {
+		out.WriteByte(',')
+	}
+	out.WriteString("\n  ")
+	key, _ := json.Marshal(name)
+	out.Write(key)
+	out.WriteString(": ")
+	out.Write(val)
+	out.WriteString("\n}\n")
+	return out.Bytes(), nil
+}
