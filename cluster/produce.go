@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/topicfs/topicfs/backend"
@@ -54,11 +55,14 @@ func (p *Partition) enqueue(ctx context.Context, recs []kgo.Record, buf []byte) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: %s: %w", op, err) // the caller's: as it is
 	}
+	pr := p.c.currentProducer()
+	if err := p.awaitProducerKnows(ctx, pr); err != nil {
+		return nil, err
+	}
 	w.pctx, w.cancel = context.WithTimeout(context.WithoutCancel(ctx), deliveryBudget(p.c.opts.DeliveryTimeout))
 	w.stop = context.AfterFunc(w.pctx, w.end)
 	w.left.Store(int64(len(recs)))
 	p.hold(len(recs))
-	pr := p.c.currentProducer()
 	for i := range recs {
 		pr.cl.Produce(w.pctx, &recs[i], w.finish)
 	}
@@ -175,4 +179,32 @@ func (w *pendingProduce) recycle() {
 		bufPool.Put(&buf)
 	}
 	w.recs, w.buf = w.recs[:0:0], nil
+}
+
+// awaitProducerKnows makes sure the producer's metadata has the partition
+// before records are handed to it: one added since the producer loaded
+// the topic (CreatePartitions, by this mount or another client) would
+// otherwise fail every record at once ("invalid record partitioning
+// choice"), as the client rereads metadata only every few minutes. It
+// asks for a refresh and waits for it, at most the request timeout.
+func (p *Partition) awaitProducerKnows(ctx context.Context, pr *producer) error {
+	if leader, _, _ := pr.cl.PartitionLeader(p.topic, 0); leader < 0 {
+		return nil // the topic is not loaded yet: the first produce loads it whole
+	}
+	if leader, _, _ := pr.cl.PartitionLeader(p.topic, p.id); leader >= 0 {
+		return nil
+	}
+	rctx, cancel := p.c.reqCtx(ctx)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		pr.cl.ForceMetadataRefresh()
+		select {
+		case <-rctx.Done():
+			return mapErr("append to "+p.name(), fmt.Errorf("%w: the producer's metadata does not list the partition", backend.ErrUnknownPartition))
+		case <-time.After(wait):
+		}
+		if leader, _, _ := pr.cl.PartitionLeader(p.topic, p.id); leader >= 0 {
+			return nil
+		}
+	}
 }

@@ -87,3 +87,23 @@ func TestEnqueueRefusals(t *testing.T) {
 	_, err = p.EnqueueLines(canceled, []byte("a\n"))
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// A partition added after the producer loaded the topic takes appends at
+// once: the producer's metadata is refreshed first (it would otherwise
+// fail every record with "invalid record partitioning choice" for
+// minutes).
+func TestAppendToAddedPartition(t *testing.T) {
+	kc := newKfake(t)
+	c, _ := openTest(t, kc, nil)
+	ctx := context.Background()
+	tp := mkTopic(t, c, "grown", 1)
+	_, _, err := part(t, tp, 0).AppendLines(ctx, []byte("a\n"), 0)
+	require.NoError(t, err)
+	require.NoError(t, tp.AddPartitions(ctx, 2))
+	first, last, err := part(t, tp, 1).AppendLines(ctx, []byte("b\nc\n"), 0)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int64{0, 1}, [2]int64{first, last})
+	got := consume(t, kc, "grown", 1, 2)
+	require.Len(t, got, 2)
+	assert.Equal(t, "c", string(got[1].Value))
+}
