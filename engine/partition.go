@@ -41,6 +41,10 @@ type PartitionStats struct {
 	Rolls           int64
 	SegmentsDeleted int64
 	Corruptions     int64 // corrupt batches found by readers
+	// LastRollReason says why the last roll since the partition was opened
+	// happened ("" none); LastRollTime is when.
+	LastRollReason RollReason
+	LastRollTime   time.Time
 }
 
 // Partition is one partition's log: a list of segments, the last of which
@@ -172,7 +176,13 @@ func (p *Partition) SetFirstDirtyOffset(off int64) { p.firstDirty.Store(off) }
 // Stats returns the partition's counters.
 func (p *Partition) Stats() PartitionStats {
 	c := &p.stats
+	var last rollInfo
+	if r := c.lastRoll.Load(); r != nil {
+		last = *r
+	}
 	return PartitionStats{
+		LastRollReason:  last.reason,
+		LastRollTime:    last.at,
 		BytesAppended:   c.bytesAppended.Load(),
 		RecordsAppended: c.recordsAppended.Load(),
 		BatchesAppended: c.batchesAppended.Load(),

@@ -86,6 +86,13 @@ type counters struct {
 	rolls           atomic.Int64
 	segmentsDeleted atomic.Int64
 	corruptions     atomic.Int64
+	lastRoll        atomic.Pointer[rollInfo]
+}
+
+// rollInfo is the last roll of a partition: why and when.
+type rollInfo struct {
+	reason RollReason
+	at     time.Time
 }
 
 // Segment is one .log file with its offset, time and transaction indexes.

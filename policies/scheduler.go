@@ -27,8 +27,9 @@ type Options struct {
 	// cleaner threads; 0 = engine.DefaultConfig's.
 	DedupeBufferSize int64
 	// TickInterval is how often the housekeeping loop runs (purge .deleted
-	// files, roll quiet segments on segment.ms, time-based flush, retention
-	// when due) and how often idle cleaners look for work; 0 = 1 s.
+	// files, time-based flush, retention when due) and how often idle
+	// cleaners look for work; 0 = 1 s. Segments roll only at append time,
+	// as a broker's do.
 	TickInterval time.Duration
 	// ProgressBytes logs a cleaning's progress every so many bytes read;
 	// 0 = 256 MiB, < 0 = never.
@@ -216,9 +217,11 @@ func (s *Scheduler) noteErr(p *engine.Partition, what string, err error) {
 	s.mu.Unlock()
 }
 
-// housekeeping runs the periodic per-partition work: roll quiet segments
-// (segment.ms), retention when due (or always when force), time-based flush
-// (flush.ms) and purging .deleted files past file.delete.delay.ms.
+// housekeeping runs the periodic per-partition work: retention when due (or
+// always when force), time-based flush (flush.ms) and purging .deleted
+// files past file.delete.delay.ms. It rolls nothing: a broker rolls a
+// segment only when an append finds it due, and retention rolls the active
+// segment itself when it deletes it.
 func (s *Scheduler) housekeeping(force bool) error {
 	var errs []error
 	parts := s.d.Partitions()
@@ -254,11 +257,6 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 	var errs []error
 	now := s.now()
 	cfg := p.Config()
-	if _, err := p.MaybeRoll(); err != nil && !ignorable(err) {
-		s.noteErr(p, "roll", err)
-		errs = append(errs, err)
-	}
-
 	s.mu.Lock()
 	st := s.stateLocked(p)
 	due := force || !now.Before(st.nextRetention)
@@ -290,12 +288,13 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 // retain runs one retention check of p.
 func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
 	cfg := p.Config()
-	n, reason := RetentionPlan(p.Segments(), cfg, p.LogStartOffset(), now)
+	segs := p.Segments()
+	n, reason := RetentionPlan(segs, cfg, p.LogStartOffset(), now)
 	var freed int64
 	var err error
 	if n > 0 {
-		freed, err = p.DeleteOldestSegments(n, reason)
-		if err == nil {
+		n, freed, err = p.DeleteSegmentsBelow(DeleteEnd(segs, n), reason)
+		if err == nil && n > 0 {
 			s.log.Info("deleted segments", "topic", p.Topic(), "partition", p.ID(), "segments", n, "bytes", freed, "reason", reason)
 		}
 	}
@@ -318,7 +317,8 @@ func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
 
 // RunRetention runs one housekeeping pass over every partition now,
 // synchronously, with retention forced whatever retention.check.interval.ms
-// says: roll quiet segments, delete what retention allows, flush on
+// says: delete what retention allows (rolling an expired active segment
+// first), flush on
 // flush.ms, purge .deleted files past file.delete.delay.ms. For tests and
 // tools.
 func (s *Scheduler) RunRetention() error {

@@ -20,7 +20,7 @@ type PartitionState struct {
 	LastCleaning           *CleaningRun `json:"last_cleaning,omitempty"`
 
 	// PoliciesStopped is set when a task of the partition panicked: its
-	// background policies (rolls, retention, flush, cleaning) stopped.
+	// background policies (retention, flush, cleaning) stopped.
 	PoliciesStopped *PoliciesStopped `json:"policies_stopped,omitempty"`
 
 	// Retention.
