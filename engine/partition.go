@@ -99,10 +99,12 @@ type Partition struct {
 	subs  atomic.Pointer[[]chan struct{}] // copy on write
 }
 
-// deletedFile is a file renamed .deleted, waiting for file.delete.delay.ms.
+// deletedFile is a file renamed .deleted, waiting for file.delete.delay.ms:
+// due is when it was renamed plus the delay in force then (Kafka schedules
+// the unlink when it deletes the segment, with the config of that time).
 type deletedFile struct {
 	path string
-	at   time.Time
+	due  time.Time
 }
 
 // batchSpan locates one encoded batch in the encode buffer.

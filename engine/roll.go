@@ -419,8 +419,10 @@ func (p *Partition) deleteOldestLocked(n int, reason string) (int, int64, error)
 }
 
 // markDeleted renames every file of s with the .deleted suffix and queues
-// them for PurgeDeleted. Callers hold mu.
+// them for PurgeDeleted, due file.delete.delay.ms (as configured now) after
+// now. Callers hold mu.
 func (p *Partition) markDeleted(s *Segment, now time.Time) error {
+	due := now.Add(time.Duration(p.cfg.Load().FileDeleteDelayMs) * time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := &s.mu.files
@@ -440,24 +442,24 @@ func (p *Partition) markDeleted(s *Segment, now time.Time) error {
 			continue
 		}
 		*path = np
-		p.w.deleted = append(p.w.deleted, deletedFile{path: np, at: now})
+		p.w.deleted = append(p.w.deleted, deletedFile{path: np, due: due})
 	}
 	p.w.dirDirty = true
 	return nil
 }
 
-// PurgeDeleted unlinks .deleted files older than file.delete.delay.ms.
-// Readers that still hold such a segment keep reading their open files.
+// PurgeDeleted unlinks the .deleted files whose file.delete.delay.ms (the
+// one in force when they were deleted) has passed at now. Readers that
+// still hold such a segment keep reading their open files.
 func (p *Partition) PurgeDeleted(now time.Time) error {
 	if p.opts.ReadOnly {
 		return nil
 	}
-	delay := time.Duration(p.cfg.Load().FileDeleteDelayMs) * time.Millisecond
 	p.mu.Lock()
 	var due []string
 	keep := p.w.deleted[:0]
 	for _, d := range p.w.deleted {
-		if !now.Before(d.at.Add(delay)) {
+		if !now.Before(d.due) {
 			due = append(due, d.path)
 		} else {
 			keep = append(keep, d)

@@ -234,6 +234,9 @@ func (s *Scheduler) housekeeping(force bool) error {
 		}
 	}
 	s.prune(parts)
+	// Deleted topics' -delete directories past file.delete.delay.ms (the
+	// LogDir also checks every second by its own clock).
+	s.d.RemoveDeletedTopics(s.now())
 	return errors.Join(errs...)
 }
 
