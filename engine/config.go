@@ -184,12 +184,15 @@ func SettingRange(name string) (string, bool) {
 // CheckCleanerMemory checks the mount-wide cleaner settings against each
 // other and the machine: each thread's share of
 // log.cleaner.dedupe.buffer.size (the buffer divided by
-// log.cleaner.threads, 0 counting as the one default thread) must stay
+// log.cleaner.threads; 0 threads run no cleaner and allocate nothing) must stay
 // within Kafka's 2 GiB - 1 per thread, and the whole buffer within half of
 // memTotal, the machine's physical memory in bytes (0 = unknown: not
 // checked). Errors wrap ErrInvalidConfig.
 func (c Config) CheckCleanerMemory(memTotal uint64) error {
-	threads := max(c.CleanerThreads, 1)
+	if c.CleanerThreads == 0 {
+		return nil // no cleaner (as in Kafka): no offset map is allocated
+	}
+	threads := c.CleanerThreads
 	if per := c.CleanerDedupeBufferSize / threads; per > MaxDedupeBytesPerThread {
 		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d over log.cleaner.threads=%d gives each cleaner thread %d bytes; the most is %d (2 GiB - 1, as in Kafka): lower the buffer or add threads",
 			ErrInvalidConfig, c.CleanerDedupeBufferSize, threads, per, int64(MaxDedupeBytesPerThread))

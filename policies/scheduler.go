@@ -21,7 +21,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives progress and errors; nil = slog.Default().
 	Logger *slog.Logger
-	// CleanerThreads is log.cleaner.threads; 0 = engine.DefaultConfig's.
+	// CleanerThreads is log.cleaner.threads; 0 = engine.DefaultConfig's,
+	// negative = no cleaner at all (log.cleaner.threads=0 in Kafka: the
+	// logs are never compacted, CleanPartition fails with ErrNoCleaner).
 	CleanerThreads int
 	// DedupeBufferSize is log.cleaner.dedupe.buffer.size, shared by all
 	// cleaner threads; 0 = engine.DefaultConfig's.
@@ -87,6 +89,9 @@ type partState struct {
 	stopped *PoliciesStopped
 }
 
+// ErrNoCleaner: the scheduler runs no cleaner (log.cleaner.threads=0).
+var ErrNoCleaner = errors.New("policies: log.cleaner.threads=0: no log cleaner runs")
+
 // initialRetentionDelay bounds the wait before a partition's first
 // retention check (Kafka's log.initial.task.delay.ms).
 const initialRetentionDelay = 30 * time.Second
@@ -109,8 +114,10 @@ func NewScheduler(d *engine.LogDir, opts Options) *Scheduler {
 	if s.tick <= 0 {
 		s.tick = time.Second
 	}
-	s.threads = opts.CleanerThreads
-	if s.threads <= 0 {
+	switch s.threads = opts.CleanerThreads; {
+	case s.threads < 0:
+		s.threads = 0
+	case s.threads == 0:
 		s.threads = int(max(def.CleanerThreads, 1))
 	}
 	buf := opts.DedupeBufferSize
@@ -353,6 +360,9 @@ func (s *Scheduler) RunCleaner() ([]*CleaningRun, error) {
 // below min.cleanable.dirty.ratio (force); it returns nil when there is
 // nothing cleanable. Waits for a free cleaner thread.
 func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRun, error) {
+	if s.threads == 0 {
+		return nil, ErrNoCleaner
+	}
 	s.mu.Lock()
 	st := s.stateLocked(p)
 	if st.cleaning {
@@ -372,6 +382,9 @@ func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRu
 // dirty ratio (skipping those in skip, and marking the chosen one there)
 // and cleans it. It returns nil, nil when none is eligible.
 func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRun, error) {
+	if s.threads == 0 {
+		return nil, nil
+	}
 	now := s.now()
 	type cand struct {
 		p     *engine.Partition
@@ -549,6 +562,9 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 
 	out.RetentionExplanation = ExplainRetention(segs, cfg, logStart, now)
 	why := ExplainCleaner(c, cfg, out.LastCleaning, cleaning, now)
+	if s.threads == 0 && HasPolicy(cfg.CleanupPolicy, "compact") {
+		why = append([]string{"not cleaned: log.cleaner.threads=0, so no log cleaner runs (as on a broker); set it to 1 or more to compact"}, why...)
+	}
 	if now.Before(cleanAfter) && HasPolicy(cfg.CleanupPolicy, "compact") {
 		why = append([]string{fmt.Sprintf("not cleaned: %s; the cleaner looks again after %s",
 			cleanWhy, cleanAfter.UTC().Format(time.RFC3339))}, why...)
