@@ -154,7 +154,8 @@ func TestCheckCleanerMemory(t *testing.T) {
 	}{
 		{1, MaxDedupeBytesPerThread, 0, true},
 		{1, MaxDedupeBytesPerThread + 1, 0, false},
-		{0, MaxDedupeBytesPerThread + 1, 0, false}, // 0 threads runs one
+		{0, MaxDedupeBytesPerThread + 1, 0, true}, // 0 threads: no cleaner, no map
+		{0, MaxDedupeBufferSize, 1 << 30, true},
 		{2, 2 * MaxDedupeBytesPerThread, 0, true},
 		{2, 2*MaxDedupeBytesPerThread + 2, 0, false},
 		{32, MaxDedupeBufferSize, 0, true},
