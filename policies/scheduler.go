@@ -28,6 +28,9 @@ type Options struct {
 	// DedupeBufferSize is log.cleaner.dedupe.buffer.size, shared by all
 	// cleaner threads; 0 = engine.DefaultConfig's.
 	DedupeBufferSize int64
+	// LoadFactor is log.cleaner.io.buffer.load.factor: the share of its
+	// offset map's slots a cleaning fills; 0 = engine.DefaultConfig's.
+	LoadFactor float64
 	// TickInterval is how often the housekeeping loop runs (purge .deleted
 	// files, time-based flush, retention when due) and how often idle
 	// cleaners look for work; 0 = 1 s. Segments roll only at append time,
@@ -124,13 +127,17 @@ func NewScheduler(d *engine.LogDir, opts Options) *Scheduler {
 	if buf <= 0 {
 		buf = def.CleanerDedupeBufferSize
 	}
+	load := opts.LoadFactor
+	if load <= 0 {
+		load = def.CleanerLoadFactor
+	}
 	progress := opts.ProgressBytes
 	if progress == 0 {
 		progress = 256 << 20
 	}
 	s.cleaners = make(chan *cleaner, s.threads)
 	for i := 0; i < s.threads; i++ {
-		s.cleaners <- newCleaner(buf/int64(s.threads), s.log, progress)
+		s.cleaners <- newCleaner(buf/int64(s.threads), load, s.log, progress)
 	}
 	s.mu.parts = map[engine.TopicPartition]*partState{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

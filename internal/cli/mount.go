@@ -262,6 +262,7 @@ func (m *mountRun) openEngine(mc *MountConfig, umask int) int {
 		Logger:           m.logger,
 		CleanerThreads:   schedulerThreads(mc.Defaults),
 		DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
+		LoadFactor:       mc.Defaults.CleanerLoadFactor,
 	})
 	m.sched.Start()
 	return exitOK
