@@ -72,12 +72,6 @@ func TestRetentionPlan(t *testing.T) {
 			want: 3,
 		},
 		{
-			name:  "bytes: an empty active segment is never counted",
-			sizes: []int64{5, 5, 0}, maxTs: []int64{1, 2, 3},
-			cfg: cfg(func(c *engine.Config) { c.RetentionBytes = 0 }), logStart: -1,
-			want: 2,
-		},
-		{
 			name:  "bytes: a big oldest segment stops the scan",
 			sizes: []int64{8 * mib, 1 * mib, 1 * mib, 5 * mib}, maxTs: []int64{1, 2, 3, 4},
 			cfg: cfg(func(c *engine.Config) { c.RetentionBytes = 10 * mib }), logStart: -1,
@@ -94,30 +88,6 @@ func TestRetentionPlan(t *testing.T) {
 			sizes: []int64{1, 1}, maxTs: []int64{990_000, 999_999},
 			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 10_000 }), logStart: -1,
 			want: 0,
-		},
-		{
-			name:  "time: an expired active segment goes too",
-			sizes: []int64{1}, maxTs: []int64{0},
-			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
-			want: 1, reason: "retention.ms=0",
-		},
-		{
-			name:  "time: a young active segment stays",
-			sizes: []int64{1, 1}, maxTs: []int64{0, 995_000},
-			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 10_000 }), logStart: -1,
-			want: 1,
-		},
-		{
-			name:  "time: an empty active segment stays",
-			sizes: []int64{1, 0}, maxTs: []int64{0, 0},
-			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
-			want: 1,
-		},
-		{
-			name:  "log start never takes the active segment",
-			sizes: []int64{1, 1}, maxTs: []int64{1, 2},
-			cfg: cfg(nil), logStart: 10_000,
-			want: 1,
 		},
 		{
 			name:  "time: future timestamp is never old",
@@ -166,6 +136,67 @@ func TestRetentionPlan(t *testing.T) {
 			if n == 0 {
 				assert.Empty(t, reason)
 			}
+		})
+	}
+}
+
+// TestRetentionPlanActiveSegment: as in Kafka, every pass but the log start
+// one may take the active segment, unless it is empty.
+func TestRetentionPlanActiveSegment(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	cfg := func(mut func(*engine.Config)) engine.Config {
+		c := engine.DefaultConfig()
+		c.RetentionMs = -1
+		if mut != nil {
+			mut(&c)
+		}
+		return c
+	}
+	tests := []struct {
+		name     string
+		sizes    []int64
+		maxTs    []int64
+		cfg      engine.Config
+		logStart int64
+		want     int
+		reason   string // substring
+	}{
+		{
+			name:  "bytes: an empty active segment is never counted",
+			sizes: []int64{5, 5, 0}, maxTs: []int64{1, 2, 3},
+			cfg: cfg(func(c *engine.Config) { c.RetentionBytes = 0 }), logStart: -1,
+			want: 2,
+		},
+		{
+			name:  "time: an expired active segment goes too",
+			sizes: []int64{1}, maxTs: []int64{0},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
+			want: 1, reason: "retention.ms=0",
+		},
+		{
+			name:  "time: a young active segment stays",
+			sizes: []int64{1, 1}, maxTs: []int64{0, 995_000},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 10_000 }), logStart: -1,
+			want: 1,
+		},
+		{
+			name:  "time: an empty active segment stays",
+			sizes: []int64{1, 0}, maxTs: []int64{0, 0},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
+			want: 1,
+		},
+		{
+			name:  "log start never takes the active segment",
+			sizes: []int64{1, 1}, maxTs: []int64{1, 2},
+			cfg: cfg(nil), logStart: 10_000,
+			want: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, reason := RetentionPlan(testSegs(tt.sizes, tt.maxTs), tt.cfg, tt.logStart, now)
+			assert.Equal(t, tt.want, n)
+			assert.Contains(t, reason, tt.reason)
 		})
 	}
 }
