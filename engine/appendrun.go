@@ -101,18 +101,18 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
 		if len(r.batches) > 0 {
 			firstTs = r.batches[0].maxTs
 		}
-		roll, exact := p.rollDue(s, ap, int64(r.end), r.entries, firstTs, size, b.last, b.maxTs)
+		reason, exact := p.rollDue(s, ap, int64(r.end), r.entries, firstTs, size, b.last, b.maxTs)
 		if !exact {
 			if err := p.writeRunLocked(); err != nil {
 				return err
 			}
 			continue
 		}
-		if roll {
+		if reason != "" {
 			if err := p.writeRunLocked(); err != nil {
 				return err
 			}
-			if err := p.rollLocked(b.first, cfg); err != nil {
+			if err := p.rollLocked(b.first, cfg, reason); err != nil {
 				return err
 			}
 			s = p.active()

@@ -38,6 +38,7 @@ type Config struct {
 	NumPartitions            int64   // num.partitions
 	CleanerThreads           int64   // log.cleaner.threads (mount-wide)
 	CleanerDedupeBufferSize  int64   // log.cleaner.dedupe.buffer.size (mount-wide)
+	CleanerLoadFactor        float64 // log.cleaner.io.buffer.load.factor (mount-wide)
 	BatchSize                int64   // batch.size: append batching, bytes
 	LingerMs                 int64   // linger.ms: append batching delay
 	ParseKey                 bool    // parse.key: appended lines are key<separator>value
@@ -72,6 +73,7 @@ func DefaultConfig() Config {
 		NumPartitions:            1,
 		CleanerThreads:           1,
 		CleanerDedupeBufferSize:  134217728,
+		CleanerLoadFactor:        0.9,
 		BatchSize:                16384,
 		LingerMs:                 5,
 		ParseKey:                 false,
@@ -92,6 +94,9 @@ type setting struct {
 	str func(c *Config) *string
 	// ranges for ints (inclusive), as Kafka's LogConfig validators say
 	min, max int64
+	// range for floats: [fmin, fmax], or (fmin, fmax] with fminOpen
+	fmin, fmax float64
+	fminOpen   bool
 	// str: canonicalises and validates a value
 	check func(v string) (string, error)
 }
@@ -126,6 +131,12 @@ const (
 	// MaxDedupeBufferSize is MaxCleanerThreads threads at the per-thread
 	// limit; CheckCleanerMemory bounds the buffer further by the machine.
 	MaxDedupeBufferSize = MaxCleanerThreads * MaxDedupeBytesPerThread
+	// OffsetMapEntryBytes is what one key takes of
+	// log.cleaner.dedupe.buffer.size: a 16-byte key hash and an 8-byte
+	// offset, as in Kafka's SkimpyOffsetMap (MD5), so a buffer holds as
+	// many keys as a broker's. The map adds a one-byte probe tag per entry
+	// on top (policies.OffsetMap; DedupeMemory).
+	OffsetMapEntryBytes = 24
 	// MaxBatchSize bounds batch.size: every open append file may buffer
 	// that much per partition before it appends.
 	MaxBatchSize = 64 << 20
@@ -144,7 +155,7 @@ var settings = []setting{
 	intSetting("retention.bytes", func(c *Config) *int64 { return &c.RetentionBytes }, math.MinInt64, math.MaxInt64),
 	intSetting("retention.check.interval.ms", func(c *Config) *int64 { return &c.RetentionCheckIntervalMs }, 1, math.MaxInt64),
 	{name: "cleanup.policy", str: func(c *Config) *string { return &c.CleanupPolicy }, check: checkCleanupPolicy},
-	{name: "min.cleanable.dirty.ratio", f64: func(c *Config) *float64 { return &c.MinCleanableDirtyRatio }},
+	{name: "min.cleanable.dirty.ratio", f64: func(c *Config) *float64 { return &c.MinCleanableDirtyRatio }, fmin: 0, fmax: 1},
 	intSetting("delete.retention.ms", func(c *Config) *int64 { return &c.DeleteRetentionMs }, 0, MaxDurationMs),
 	intSetting("min.compaction.lag.ms", func(c *Config) *int64 { return &c.MinCompactionLagMs }, 0, math.MaxInt64),
 	intSetting("max.compaction.lag.ms", func(c *Config) *int64 { return &c.MaxCompactionLagMs }, 1, math.MaxInt64),
@@ -159,6 +170,10 @@ var settings = []setting{
 	intSetting("num.partitions", func(c *Config) *int64 { return &c.NumPartitions }, 1, MaxPartitions),
 	intSetting("log.cleaner.threads", func(c *Config) *int64 { return &c.CleanerThreads }, 0, MaxCleanerThreads),
 	intSetting("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.CleanerDedupeBufferSize }, MinDedupeBufferSize, MaxDedupeBufferSize),
+	// The share of the offset map's slots a cleaning fills. Kafka has no
+	// validator; 0 would map no key at all, and above 1 a full map has no
+	// empty slot to end a probe.
+	{name: "log.cleaner.io.buffer.load.factor", f64: func(c *Config) *float64 { return &c.CleanerLoadFactor }, fmin: 0, fmax: 1, fminOpen: true},
 	intSetting("batch.size", func(c *Config) *int64 { return &c.BatchSize }, 0, MaxBatchSize),
 	intSetting("linger.ms", func(c *Config) *int64 { return &c.LingerMs }, 0, MaxDurationMs),
 	{name: "parse.key", b: func(c *Config) *bool { return &c.ParseKey }},
@@ -178,8 +193,10 @@ func SettingRange(name string) (string, bool) {
 		return "", false
 	case s.i64 != nil:
 		return fmt.Sprintf("%d to %d", s.min, s.max), true
+	case s.f64 != nil && s.fminOpen:
+		return fmt.Sprintf("%g (excluded) to %g", s.fmin, s.fmax), true
 	case s.f64 != nil:
-		return "0 to 1", true
+		return fmt.Sprintf("%g to %g", s.fmin, s.fmax), true
 	}
 	return "", false
 }
@@ -187,21 +204,36 @@ func SettingRange(name string) (string, bool) {
 // CheckCleanerMemory checks the mount-wide cleaner settings against each
 // other and the machine: each thread's share of
 // log.cleaner.dedupe.buffer.size (the buffer divided by
-// log.cleaner.threads, 0 counting as the one default thread) must stay
-// within Kafka's 2 GiB - 1 per thread, and the whole buffer within half of
-// memTotal, the machine's physical memory in bytes (0 = unknown: not
-// checked). Errors wrap ErrInvalidConfig.
+// log.cleaner.threads; 0 threads run no cleaner and allocate nothing) must stay
+// within Kafka's 2 GiB - 1 per thread, and the memory the offset maps take
+// (DedupeMemory) within half of memTotal, the machine's physical memory in
+// bytes (0 = unknown: not checked). Errors wrap ErrInvalidConfig.
 func (c Config) CheckCleanerMemory(memTotal uint64) error {
-	threads := max(c.CleanerThreads, 1)
+	if c.CleanerThreads == 0 {
+		return nil // no cleaner (as in Kafka): no offset map is allocated
+	}
+	threads := c.CleanerThreads
 	if per := c.CleanerDedupeBufferSize / threads; per > MaxDedupeBytesPerThread {
 		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d over log.cleaner.threads=%d gives each cleaner thread %d bytes; the most is %d (2 GiB - 1, as in Kafka): lower the buffer or add threads",
 			ErrInvalidConfig, c.CleanerDedupeBufferSize, threads, per, int64(MaxDedupeBytesPerThread))
 	}
-	if half := memTotal / 2; memTotal > 0 && uint64(c.CleanerDedupeBufferSize) > half {
-		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d is more than half of this machine's %d bytes of memory (at most %d)",
-			ErrInvalidConfig, c.CleanerDedupeBufferSize, memTotal, half)
+	if half := memTotal / 2; memTotal > 0 && uint64(c.DedupeMemory()) > half {
+		return fmt.Errorf("%w: log.cleaner.dedupe.buffer.size=%d takes %d bytes with the offset map's probe tags, more than half of this machine's %d bytes of memory (at most %d)",
+			ErrInvalidConfig, c.CleanerDedupeBufferSize, c.DedupeMemory(), memTotal, half)
 	}
 	return nil
+}
+
+// DedupeMemory is the memory the cleaner's offset maps take in all: the
+// log.cleaner.dedupe.buffer.size split among the threads into entries of
+// OffsetMapEntryBytes, plus one probe tag byte per entry; 0 without
+// cleaner threads.
+func (c Config) DedupeMemory() int64 {
+	if c.CleanerThreads <= 0 {
+		return 0
+	}
+	per := c.CleanerDedupeBufferSize / c.CleanerThreads
+	return c.CleanerThreads * (per / OffsetMapEntryBytes) * (OffsetMapEntryBytes + 1)
 }
 
 func findSetting(name string) (*setting, bool) {
@@ -320,8 +352,11 @@ func (c *Config) Set(name, value string) error {
 		if err != nil {
 			return bad("not a number")
 		}
-		if !(v >= 0 && v <= 1) { // also rejects NaN
-			return bad("must be between 0 and 1")
+		if !(v >= s.fmin && v <= s.fmax) { // also rejects NaN
+			return bad(fmt.Sprintf("must be between %g and %g", s.fmin, s.fmax))
+		}
+		if s.fminOpen && v == s.fmin {
+			return bad(fmt.Sprintf("must be above %g", s.fmin))
 		}
 		if v == 0 {
 			v = 0 // -0 reads back as 0

@@ -33,6 +33,7 @@ var configRanges = []struct{ name, min, max string }{
 	{"num.partitions", "1", "10000"},
 	{"log.cleaner.threads", "0", "32"},
 	{"log.cleaner.dedupe.buffer.size", "1048576", "68719476704"},
+	{"log.cleaner.io.buffer.load.factor", "0 (excluded)", "1"},
 	{"batch.size", "0", "67108864"},
 	{"linger.ms", "0", "9223372036854"},
 }
@@ -49,6 +50,9 @@ type rangeProbe struct {
 func probes(name, min, max string) []rangeProbe {
 	if name == "min.cleanable.dirty.ratio" {
 		return []rangeProbe{{"0", true}, {"-0.01", false}, {"1", true}, {"1.01", false}}
+	}
+	if name == "log.cleaner.io.buffer.load.factor" {
+		return []rangeProbe{{"0", false}, {"-0.01", false}, {"0.01", true}, {"1", true}, {"1.01", false}, {"NaN", false}}
 	}
 	lo, _ := new(big.Int).SetString(min, 10)
 	hi, _ := new(big.Int).SetString(max, 10)
@@ -144,9 +148,15 @@ func TestAddPartitionsLimit(t *testing.T) {
 }
 
 // TestCheckCleanerMemory: a thread's share of the dedupe buffer stays within
-// 2 GiB - 1, and the buffer within half of the machine's memory.
+// 2 GiB - 1, and the offset maps (the buffer plus a tag byte per 24-byte
+// entry) within half of the machine's memory.
 func TestCheckCleanerMemory(t *testing.T) {
 	const gib = int64(1) << 30
+	dm := func(threads, buffer int64) uint64 {
+		c := DefaultConfig()
+		c.CleanerThreads, c.CleanerDedupeBufferSize = threads, buffer
+		return uint64(c.DedupeMemory())
+	}
 	tests := []struct {
 		threads, buffer int64
 		mem             uint64
@@ -154,15 +164,17 @@ func TestCheckCleanerMemory(t *testing.T) {
 	}{
 		{1, MaxDedupeBytesPerThread, 0, true},
 		{1, MaxDedupeBytesPerThread + 1, 0, false},
-		{0, MaxDedupeBytesPerThread + 1, 0, false}, // 0 threads runs one
+		{0, MaxDedupeBytesPerThread + 1, 0, true}, // 0 threads: no cleaner, no map
+		{0, MaxDedupeBufferSize, 1 << 30, true},
 		{2, 2 * MaxDedupeBytesPerThread, 0, true},
 		{2, 2*MaxDedupeBytesPerThread + 2, 0, false},
 		{32, MaxDedupeBufferSize, 0, true},
-		{1, 4 * gib, 16 * uint64(gib), false}, // per thread
-		{8, 8 * gib, 16 * uint64(gib), true},  // exactly half
-		{8, 8*gib + 1, 16 * uint64(gib), false},
+		{1, 4 * gib, 16 * uint64(gib), false},   // per thread
+		{8, 8 * gib, 2 * dm(8, 8*gib), true},    // exactly half
+		{8, 8 * gib, 2*dm(8, 8*gib) - 2, false}, // past half
+		{8, 8 * gib, 16 * uint64(gib), false},   // the tags count too
 		{1, 128 << 20, 200 << 20, false},
-		{1, 128 << 20, 256 << 20, true},
+		{1, 128 << 20, 2 * dm(1, 128<<20), true},
 	}
 	for _, tc := range tests {
 		c := DefaultConfig()
@@ -174,4 +186,15 @@ func TestCheckCleanerMemory(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", tc)
 		}
 	}
+}
+
+// TestDedupeMemory: the offset maps take one 24-byte entry per 24 bytes of
+// each thread's share of the buffer (Kafka's sizing) and a tag byte each.
+func TestDedupeMemory(t *testing.T) {
+	c := DefaultConfig()
+	assert.Equal(t, int64(134217728/24*25), c.DedupeMemory())
+	c.CleanerThreads = 3
+	assert.Equal(t, int64(3*(134217728/3/24)*25), c.DedupeMemory())
+	c.CleanerThreads = 0
+	assert.Zero(t, c.DedupeMemory(), "no cleaner, no map")
 }

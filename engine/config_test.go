@@ -36,6 +36,7 @@ var configTable = []struct{ name, def string }{
 	{"num.partitions", "1"},
 	{"log.cleaner.threads", "1"},
 	{"log.cleaner.dedupe.buffer.size", "134217728"},
+	{"log.cleaner.io.buffer.load.factor", "0.9"},
 	{"batch.size", "16384"},
 	{"linger.ms", "5"},
 	{"parse.key", "false"},
@@ -68,7 +69,7 @@ func TestConfigEveryNameHasItsOwnField(t *testing.T) {
 		"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.25", "compression.type": "zstd",
 		"message.timestamp.type": "LogAppendTime", "parse.key": "true", "print.key": "true",
 		"key.separator": ":", "null.marker": "NULL", "cursor.start": "latest",
-		"log.cleaner.threads": "7", "log.cleaner.dedupe.buffer.size": "7777777",
+		"log.cleaner.threads": "7", "log.cleaner.dedupe.buffer.size": "7777777", "log.cleaner.io.buffer.load.factor": "0.75",
 	}
 	seen := map[int]string{}
 	for _, name := range ConfigNames() {

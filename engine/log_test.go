@@ -388,29 +388,30 @@ func TestRollConditions(t *testing.T) {
 		raw   int32 // > 0: AppendBatch with this lastOffsetDelta; -1: AppendBatch (timestamps kept)
 		steps []step
 		want  []int64 // segment bases after the steps
+		why   RollReason
 	}{
 		{"segment.bytes", func(c *Config) { c.SegmentBytes = 300 }, 0,
-			[]step{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}}, []int64{0, 2, 4}},
+			[]step{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}}, []int64{0, 2, 4}, RollSize},
 		{"segment.ms by record timestamps", func(c *Config) { c.SegmentMs = 1000 }, 0,
-			[]step{{1000, 0}, {1500, 0}, {2000, 0}, {2001, 0}, {2600, 0}, {3200, 0}}, []int64{0, 3, 5}},
+			[]step{{1000, 0}, {1500, 0}, {2000, 0}, {2001, 0}, {2600, 0}, {3200, 0}}, []int64{0, 3, 5}, RollTime},
 		{"segment.ms by append time (records without timestamps get now)", func(c *Config) { c.SegmentMs = 1000 }, 0,
-			[]step{{-1, 0}, {-1, 500 * time.Millisecond}, {-1, 600 * time.Millisecond}}, []int64{0, 2}},
+			[]step{{-1, 0}, {-1, 500 * time.Millisecond}, {-1, 600 * time.Millisecond}}, []int64{0, 2}, RollTime},
 		{"segment.ms by segment age when batches have no timestamp", func(c *Config) { c.SegmentMs = 1000 }, -1,
-			[]step{{-1, 0}, {-1, 500 * time.Millisecond}, {-1, 400 * time.Millisecond}, {-1, 200 * time.Millisecond}}, []int64{0, 3}},
+			[]step{{-1, 0}, {-1, 500 * time.Millisecond}, {-1, 400 * time.Millisecond}, {-1, 200 * time.Millisecond}}, []int64{0, 3}, RollTime},
 		{"max.compaction.lag.ms caps segment.ms", func(c *Config) {
 			c.SegmentMs = 100000
 			c.CleanupPolicy = "compact"
 			c.MaxCompactionLagMs = 500
-		}, 0, []step{{1000, 0}, {1400, 0}, {1600, 0}}, []int64{0, 2}},
+		}, 0, []step{{1000, 0}, {1400, 0}, {1600, 0}}, []int64{0, 2}, RollTime},
 		{"full offset index", func(c *Config) {
 			c.SegmentIndexBytes = 8 * 3 // 3 entries (the time index stays empty: no timestamps)
 			c.IndexIntervalBytes = 1
-		}, -1, []step{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}, []int64{0, 4}},
+		}, -1, []step{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}, []int64{0, 4}, RollIndexFull},
 		{"full time index", func(c *Config) {
 			c.SegmentIndexBytes = 12 * 3 // 3 slots, full at 2 (one kept for the roll)
 			c.IndexIntervalBytes = 1
-		}, 0, []step{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}}, []int64{0, 3}},
-		{"relative offset overflow", nil, math.MaxInt32, []step{{1, 0}, {2, 0}}, []int64{0, math.MaxInt32 + 1}},
+		}, 0, []step{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}}, []int64{0, 3}, RollIndexFull},
+		{"relative offset overflow", nil, math.MaxInt32, []step{{1, 0}, {2, 0}}, []int64{0, math.MaxInt32 + 1}, RollOffsetOverflow},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -439,6 +440,10 @@ func TestRollConditions(t *testing.T) {
 				bases = append(bases, s.BaseOffset)
 			}
 			assert.Equal(t, tc.want, bases)
+			st := p.Stats()
+			assert.Equal(t, int64(len(tc.want)-1), st.Rolls)
+			assert.Equal(t, tc.why, st.LastRollReason, "every roll has its reason")
+			assert.Equal(t, clock.Now(), st.LastRollTime)
 		})
 	}
 }
@@ -465,35 +470,38 @@ func TestSegmentJitter(t *testing.T) {
 	assert.Greater(t, len(distinct), 1, "jitter is drawn per segment")
 }
 
-func TestMaybeRoll(t *testing.T) {
+// TestNoRollWithoutAppend: as on a broker, a segment rolls only when an
+// append finds it due. A quiet active segment past segment.ms stays the
+// active one (retention deletes it itself when it expires); the next
+// append rolls it, with reason "time".
+func TestNoRollWithoutAppend(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
 	cfg := testConfig()
 	cfg.SegmentMs = 1000
 	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg, func(o *PartitionOptions) { o.Now = clock.Now })
 	defer p.Close()
-	rolled, err := p.MaybeRoll()
+	_, _, err := p.Append(makeRecs(0, 2, -1))
 	require.NoError(t, err)
-	assert.False(t, rolled, "an empty active segment never rolls")
-	_, _, err = p.Append(makeRecs(0, 2, -1))
+	clock.Advance(time.Hour)
+	require.Len(t, p.Segments(), 1, "nothing rolls a quiet segment")
+	assert.Zero(t, p.Stats().Rolls)
+	assert.Empty(t, p.Stats().LastRollReason)
+
+	_, _, err = p.Append(makeRecs(2, 1, -1))
 	require.NoError(t, err)
-	clock.Advance(900 * time.Millisecond)
-	rolled, err = p.MaybeRoll()
-	require.NoError(t, err)
-	assert.False(t, rolled)
-	clock.Advance(200 * time.Millisecond)
-	rolled, err = p.MaybeRoll()
-	require.NoError(t, err)
-	assert.True(t, rolled)
 	segs := p.Segments()
 	require.Len(t, segs, 2)
 	assert.Equal(t, int64(2), segs[1].BaseOffset)
 	assert.True(t, segs[1].Active)
-	assert.False(t, segs[0].Active)
 	assert.Equal(t, int64(1_000_000), segs[0].MaxTimestamp)
-	assert.Equal(t, int64(1_000_000), segs[0].FirstBatchTime)
-	// Roll on an empty active segment is a no-op.
+	assert.Equal(t, RollTime, p.Stats().LastRollReason)
+
+	// Roll on an empty active segment is a no-op, and no roll.
 	require.NoError(t, p.Roll())
-	assert.Len(t, p.Segments(), 2)
+	require.NoError(t, p.Roll())
+	assert.Len(t, p.Segments(), 3)
+	assert.Equal(t, int64(2), p.Stats().Rolls)
+	assert.Equal(t, RollRequested, p.Stats().LastRollReason)
 }
 
 func TestDeleteOldestSegments(t *testing.T) {
@@ -901,23 +909,6 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	require.ErrorIs(t, p.ReplaceSegments(nil, nil), ErrReadOnly)
 	require.NoError(t, p.Flush())
 	assert.Equal(t, seq(0, 30), offsetsOf(readAll(t, p)))
-}
-
-func TestMaybeRollIgnoresHistoricalTimestamps(t *testing.T) {
-	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
-	cfg := testConfig()
-	cfg.SegmentMs = 1000
-	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg, func(o *PartitionOptions) { o.Now = clock.Now })
-	defer p.Close()
-	_, _, err := p.Append(makeRecs(0, 2, 1_000_000)) // timestamps from 1970
-	require.NoError(t, err)
-	rolled, err := p.MaybeRoll()
-	require.NoError(t, err)
-	assert.False(t, rolled, "the segment is young by the wall clock")
-	clock.Advance(2 * time.Second)
-	rolled, err = p.MaybeRoll()
-	require.NoError(t, err)
-	assert.True(t, rolled)
 }
 
 var errNotEnough = errors.New("not enough segments")

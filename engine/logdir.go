@@ -111,6 +111,12 @@ type LogDir struct {
 
 	bg sync.WaitGroup // background removal of -delete directories
 
+	// del holds the -delete directories waiting for file.delete.delay.ms.
+	del struct {
+		sync.Mutex
+		pending []pendingDelete
+	}
+
 	// The periodic checkpoint goroutine: stopped by closing stop (once).
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -125,7 +131,8 @@ type LogDir struct {
 // holds it). Partitions recover unless the directory was shut down cleanly
 // (topicfs-clean-shutdown or Kafka's .kafka_cleanshutdown present); both
 // markers are then removed, so a crash is detected on the next open.
-// Leftover <topic>-<p>.<uuid>-delete directories are removed in the background.
+// Leftover <topic>-<p>.<uuid>-delete directories are removed
+// file.delete.delay.ms after the open, as a broker does at startup.
 //
 // ReadOnly takes no lock and writes nothing: partitions recover in memory.
 func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
@@ -183,17 +190,22 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 		if every == 0 {
 			every = DefaultCheckpointInterval
 		}
+		d.stop = make(chan struct{})
 		if every > 0 {
 			t := time.NewTicker(every)
 			d.startCheckpointLoop(t.C, t.Stop)
 		}
+		t := time.NewTicker(topicDeleteInterval)
+		d.startDeleteLoop(t.C, t.Stop)
 	}
 	return d, nil
 }
 
 // startCheckpointLoop writes the checkpoints at every tick until Close.
 func (d *LogDir) startCheckpointLoop(tick <-chan time.Time, stopTicker func()) {
-	d.stop = make(chan struct{})
+	if d.stop == nil {
+		d.stop = make(chan struct{})
+	}
 	d.loop.Add(1)
 	go func() {
 		defer d.loop.Done()
@@ -259,7 +271,7 @@ func (d *LogDir) load() error {
 		return err
 	}
 	for _, name := range scan.leftovers {
-		d.removeInBackground(filepath.Join(d.path, name))
+		d.scheduleDelete(filepath.Join(d.path, name))
 	}
 	return nil
 }

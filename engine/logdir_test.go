@@ -194,17 +194,15 @@ func TestLogDirCreateDeleteReopen(t *testing.T) {
 			_, err = d.CreateTopic("late", 1)
 			assert.ErrorIs(t, err, ErrClosed)
 
-			// The deleted topic's directories are gone (removed in the
-			// background, which Close waits for), nothing named -delete remains.
-			for _, n := range ldListDir(t, fsys, path) {
-				assert.False(t, strings.HasPrefix(n, "gone"), n)
-			}
 			assert.True(t, ldExists(fsys, filepath.Join(path, CleanShutdownFile)))
 
 			d, err = OpenLogDir(fsys, path, ldOpts())
 			require.NoError(t, err)
 			defer d.Close()
 			assert.False(t, ldExists(fsys, filepath.Join(path, CleanShutdownFile)), "marker removed while open")
+			// The deleted topic's -delete directories wait for
+			// file.delete.delay.ms (TestRemountFinishesPendingDeletions).
+			assert.Len(t, d.PendingTopicDeletions(), 2, "found again at the open")
 			assert.Equal(t, []string{"audit.log", "orders"}, ldNames(d.Topics()))
 			orders, err = d.Topic("orders")
 			require.NoError(t, err)
@@ -405,6 +403,8 @@ func TestLogDirSkipsNonPartitionDirs(t *testing.T) {
 			assert.Equal(t, []string{"real"}, ldNames(d.Topics()))
 			_, err = d.Topic(MetadataTopic)
 			assert.ErrorIs(t, err, ErrUnknownTopic)
+			assert.Equal(t, []string{"old-0.0123456789abcdef0123456789abcdef-delete"}, d.PendingTopicDeletions())
+			assert.Equal(t, 1, d.RemoveDeletedTopics(time.Now().Add(61*time.Second)), "removed file.delete.delay.ms after the open")
 			require.NoError(t, d.Close())
 
 			left := ldListDir(t, fsys, path)

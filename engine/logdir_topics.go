@@ -223,7 +223,9 @@ func (d *LogDir) finishCreatingTopic() error {
 // DeleteTopic removes a topic as Kafka does: it closes the partitions, renames
 // each directory to <topic>-<p>.<uuid>-delete (so the name is free at once
 // and a crash cannot resurrect it), syncs the data dir, drops the topic's
-// persisted config, and removes the renamed directories in the background.
+// persisted config, and removes the renamed directories file.delete.delay.ms
+// (the mount-wide value) later, as Kafka's log manager does
+// (logdir_delete.go).
 // Open readers keep reading what they hold (on the OS file system, open files
 // outlive their unlink). Errors wrap ErrUnknownTopic, ErrReadOnly or ErrClosed.
 func (d *LogDir) DeleteTopic(name string) error {
@@ -271,7 +273,7 @@ func (d *LogDir) DeleteTopic(name string) error {
 		}
 	}
 	for _, dir := range renamed {
-		d.removeInBackground(dir)
+		d.scheduleDelete(dir)
 	}
 	d.log.Info("deleted topic", "topic", name, "partitions", len(parts))
 	return errors.Join(errs...)
@@ -287,18 +289,4 @@ func deleteDirName(topic string, p int) string {
 		topic = topic[:255-len(suffix)]
 	}
 	return topic + suffix
-}
-
-func (d *LogDir) removeInBackground(dir string) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		if err := d.fs.RemoveAll(dir); err != nil {
-			d.log.Warn("removing deleted partition directory", "dir", dir, "err", err)
-			return
-		}
-		if err := d.fs.SyncDir(d.path); err != nil {
-			d.log.Warn("sync data dir after removal", "dir", dir, "err", err)
-		}
-	}()
 }

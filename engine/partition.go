@@ -49,6 +49,10 @@ type PartitionStats struct {
 	Rolls           int64
 	SegmentsDeleted int64
 	Corruptions     int64 // corrupt batches found by readers
+	// LastRollReason says why the last roll since the partition was opened
+	// happened ("" none); LastRollTime is when.
+	LastRollReason RollReason
+	LastRollTime   time.Time
 }
 
 // Partition is one partition's log: a list of segments, the last of which
@@ -105,10 +109,12 @@ type Partition struct {
 	subs  atomic.Pointer[[]chan struct{}] // copy on write
 }
 
-// deletedFile is a file renamed .deleted, waiting for file.delete.delay.ms.
+// deletedFile is a file renamed .deleted, waiting for file.delete.delay.ms:
+// due is when it was renamed plus the delay in force then (Kafka schedules
+// the unlink when it deletes the segment, with the config of that time).
 type deletedFile struct {
 	path string
-	at   time.Time
+	due  time.Time
 }
 
 // batchSpan locates one encoded batch in the encode buffer.
@@ -183,7 +189,13 @@ func (p *Partition) SetFirstDirtyOffset(off int64) { p.firstDirty.Store(off) }
 // Stats returns the partition's counters.
 func (p *Partition) Stats() PartitionStats {
 	c := &p.stats
+	var last rollInfo
+	if r := c.lastRoll.Load(); r != nil {
+		last = *r
+	}
 	return PartitionStats{
+		LastRollReason:  last.reason,
+		LastRollTime:    last.at,
 		BytesAppended:   c.bytesAppended.Load(),
 		RecordsAppended: c.recordsAppended.Load(),
 		BatchesAppended: c.batchesAppended.Load(),

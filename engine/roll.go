@@ -1,5 +1,5 @@
 // Segment lifecycle of a Partition after the append: rolling to a new
-// active segment (rollDue, MaybeRoll, Roll), creating and sealing segment
+// active segment (rollDue at append time, Roll), creating and sealing segment
 // files, flushing to disk (Flush, flush.messages, flush.ms), and retention's
 // deletes (DeleteOldestSegments, files renamed .deleted and purged after
 // file.delete.delay.ms).
@@ -19,18 +19,48 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
+// RollReason says why the active segment was sealed and a new one started:
+// one of Kafka's roll triggers (LogSegment.shouldRoll), checked at append
+// time, or a roll retention made to delete the active segment.
+type RollReason string
+
+// The roll reasons, in the order rollDue checks them.
+const (
+	// RollSize: the next batch would take the segment past segment.bytes.
+	RollSize RollReason = "size"
+	// RollTime: segment.ms (minus the segment's jitter; capped by
+	// max.compaction.lag.ms on compacted topics) passed since the
+	// segment's first batch (or its creation).
+	RollTime RollReason = "time"
+	// RollIndexFull: the offset or time index has no room for another entry.
+	RollIndexFull RollReason = "index full"
+	// RollOffsetOverflow: the next batch's offsets do not fit in 32 bits
+	// relative to the segment's base offset.
+	RollOffsetOverflow RollReason = "offset overflow"
+	// RollRetention: retention deletes the active segment, so a new empty
+	// one starts at the log end offset first (Kafka's deleteSegments).
+	RollRetention RollReason = "retention"
+	// RollRequested: Roll was called (tests, tools).
+	RollRequested RollReason = "requested"
+)
+
 // rollDue is Kafka's LogSegment.shouldRoll (docs/FORMATS.md §5.1) for a
 // batch of size bytes that follows pending bytes not yet written to s
 // (holding pendingEntries index entries; firstPendingTs is the max
-// timestamp of the first pending batch). exact is false when the answer
-// depends on the pending index entries: write them, then ask again.
-func (p *Partition) rollDue(s *Segment, ap *appendParams, pending int64, pendingEntries int, firstPendingTs, size, last, maxTs int64) (roll, exact bool) {
+// timestamp of the first pending batch). It returns the reason to roll, ""
+// for none. exact is false when the answer depends on the pending index
+// entries: write them, then ask again.
+func (p *Partition) rollDue(s *Segment, ap *appendParams, pending int64, pendingEntries int, firstPendingTs, size, last, maxTs int64) (reason RollReason, exact bool) {
 	cur := s.Size() + pending
+	overflow := last-s.base > math.MaxInt32 || s.base > last
 	if cur == 0 {
-		return last-s.base > math.MaxInt32 || s.base > last, true
+		if overflow {
+			return RollOffsetOverflow, true
+		}
+		return "", true
 	}
 	if cur > ap.cfg.SegmentBytes-size {
-		return true, true
+		return RollSize, true
 	}
 	// timeToRoll: the segment waited longer than segment.ms minus its
 	// jitter (measured between record timestamps when the first batch has
@@ -46,47 +76,21 @@ func (p *Partition) rollDue(s *Segment, ap *appendParams, pending int64, pending
 		waited = ap.nowMs - s.created.UnixMilli()
 	}
 	if waited > ap.rollMs-s.w.rollJitterMs {
-		return true, true
+		return RollTime, true
 	}
 	s.mu.RLock()
 	full := (s.mu.oidx != nil && s.mu.oidx.Entries()+pendingEntries >= s.mu.oidx.MaxEntries()) ||
 		(s.mu.tidx != nil && s.mu.tidx.Entries()+pendingEntries >= s.mu.tidx.MaxEntries()-1)
 	s.mu.RUnlock()
-	if full && pendingEntries > 0 {
-		return false, false
+	switch {
+	case full && pendingEntries > 0:
+		return "", false
+	case full:
+		return RollIndexFull, true
+	case overflow:
+		return RollOffsetOverflow, true
 	}
-	return full || last-s.base > math.MaxInt32, true
-}
-
-// MaybeRoll rolls a non-empty active segment older than segment.ms (minus
-// its jitter; max.compaction.lag.ms caps it on compacted topics), so that
-// quiet topics still roll and retention can delete them. Age is wall-clock
-// time since the segment was created (for a segment found on disk at open,
-// since its .log was last modified). Callers run it from a ticker.
-func (p *Partition) MaybeRoll() (bool, error) {
-	if p.opts.ReadOnly {
-		return false, nil
-	}
-	cfg := p.cfg.Load()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed.Load() {
-		return false, ErrClosed
-	}
-	s := p.active()
-	if s.Size() == 0 {
-		return false, nil
-	}
-	// By wall-clock age, not record timestamps: a quiet topic fed with
-	// historical timestamps must not roll at every call.
-	maxMs := rollAfterMs(cfg)
-	if p.now().Sub(s.created).Milliseconds() <= maxMs-s.w.rollJitterMs {
-		return false, nil
-	}
-	if err := p.rollLocked(p.logEnd.Load(), cfg); err != nil {
-		return false, err
-	}
-	return true, nil
+	return "", true
 }
 
 // Roll starts a new active segment at the log end offset (no-op when the
@@ -100,13 +104,13 @@ func (p *Partition) Roll() error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	return p.rollLocked(p.logEnd.Load(), p.cfg.Load())
+	return p.rollLocked(p.logEnd.Load(), p.cfg.Load(), RollRequested)
 }
 
 // rollLocked seals the active segment and starts a new one at
-// max(newBase, LEO). An empty active segment is replaced (or kept if it
-// already has that base). Callers hold mu.
-func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
+// max(newBase, LEO), for reason. An empty active segment is replaced (or
+// kept if it already has that base); that is no roll. Callers hold mu.
+func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) error {
 	newBase = max(newBase, p.logEnd.Load())
 	l := p.list()
 	old := l[len(l)-1]
@@ -138,7 +142,8 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
 	copy(nl, l)
 	p.publish(append(nl, s))
 	p.stats.rolls.Add(1)
-	p.logger.Debug("engine: rolled segment", "base", newBase, "previous", old.base, "previousSize", old.Size())
+	p.stats.lastRoll.Store(&rollInfo{reason: reason, at: p.now()})
+	p.logger.Info("engine: rolled segment", "reason", string(reason), "base", newBase, "previous", old.base, "previousSize", old.Size())
 	return nil
 }
 
@@ -326,9 +331,10 @@ func (s *Segment) flush() error {
 	return nil
 }
 
-// DeleteOldestSegments removes the n oldest segments (never the active one;
-// if asked to remove all, it rolls first), renaming their files .deleted
-// and advancing the log start offset. It returns the bytes removed.
+// DeleteOldestSegments removes the n oldest segments, renaming their files
+// .deleted and advancing the log start offset. Asked to remove every
+// segment, it rolls first (RollRetention) and removes the old active
+// segment too, unless that is empty. It returns the bytes removed.
 func (p *Partition) DeleteOldestSegments(n int, reason string) (int64, error) {
 	if p.opts.ReadOnly {
 		return 0, ErrReadOnly
@@ -341,10 +347,46 @@ func (p *Partition) DeleteOldestSegments(n int, reason string) (int64, error) {
 	if p.closed.Load() {
 		return 0, ErrClosed
 	}
+	_, bytes, err := p.deleteOldestLocked(n, reason)
+	return bytes, err
+}
+
+// DeleteSegmentsBelow removes, oldest first, the segments holding only
+// offsets below end: a sealed segment when the next one starts at or below
+// end, the active segment when it is not empty and the log end offset is at
+// or below end (it rolls first, as Kafka's retention does). Retention plans
+// on a list of segments and deletes under the writer lock later; end keeps
+// records appended in between. It returns the segments and bytes removed.
+func (p *Partition) DeleteSegmentsBelow(end int64, reason string) (int, int64, error) {
+	if p.opts.ReadOnly {
+		return 0, 0, ErrReadOnly
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	l := p.list()
+	n := 0
+	for i, s := range l {
+		if i < len(l)-1 && l[i+1].base > end ||
+			i == len(l)-1 && (s.Size() == 0 || p.logEnd.Load() > end) {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, 0, nil
+	}
+	return p.deleteOldestLocked(n, reason)
+}
+
+// deleteOldestLocked is DeleteOldestSegments under mu.
+func (p *Partition) deleteOldestLocked(n int, reason string) (int, int64, error) {
 	l := p.list()
 	if n >= len(l) && l[len(l)-1].Size() > 0 {
-		if err := p.rollLocked(p.logEnd.Load(), p.cfg.Load()); err != nil {
-			return 0, err
+		if err := p.rollLocked(p.logEnd.Load(), p.cfg.Load(), RollRetention); err != nil {
+			return 0, 0, err
 		}
 		l = p.list()
 	}
@@ -360,7 +402,7 @@ func (p *Partition) DeleteOldestSegments(n int, reason string) (int64, error) {
 		bytes += l[i].Size()
 	}
 	if i == 0 {
-		return 0, err
+		return 0, 0, err
 	}
 	gone := l[:i]
 	p.publish(append([]*Segment(nil), l[i:]...))
@@ -374,12 +416,14 @@ func (p *Partition) DeleteOldestSegments(n int, reason string) (int64, error) {
 	p.stats.segmentsDeleted.Add(int64(i))
 	p.logger.Info("engine: deleted segments", "count", i, "bytes", bytes, "reason", reason,
 		"logStartOffset", p.logStart.Load())
-	return bytes, err
+	return i, bytes, err
 }
 
 // markDeleted renames every file of s with the .deleted suffix and queues
-// them for PurgeDeleted. Callers hold mu.
+// them for PurgeDeleted, due file.delete.delay.ms (as configured now) after
+// now. Callers hold mu.
 func (p *Partition) markDeleted(s *Segment, now time.Time) error {
+	due := now.Add(time.Duration(p.cfg.Load().FileDeleteDelayMs) * time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := &s.mu.files
@@ -399,24 +443,24 @@ func (p *Partition) markDeleted(s *Segment, now time.Time) error {
 			continue
 		}
 		*path = np
-		p.w.deleted = append(p.w.deleted, deletedFile{path: np, at: now})
+		p.w.deleted = append(p.w.deleted, deletedFile{path: np, due: due})
 	}
 	p.w.dirDirty = true
 	return nil
 }
 
-// PurgeDeleted unlinks .deleted files older than file.delete.delay.ms.
-// Readers that still hold such a segment keep reading their open files.
+// PurgeDeleted unlinks the .deleted files whose file.delete.delay.ms (the
+// one in force when they were deleted) has passed at now. Readers that
+// still hold such a segment keep reading their open files.
 func (p *Partition) PurgeDeleted(now time.Time) error {
 	if p.opts.ReadOnly {
 		return nil
 	}
-	delay := time.Duration(p.cfg.Load().FileDeleteDelayMs) * time.Millisecond
 	p.mu.Lock()
 	var due []string
 	keep := p.w.deleted[:0]
 	for _, d := range p.w.deleted {
-		if !now.Before(d.at.Add(delay)) {
+		if !now.Before(d.due) {
 			due = append(due, d.path)
 		} else {
 			keep = append(keep, d)

@@ -86,6 +86,13 @@ type counters struct {
 	rolls           atomic.Int64
 	segmentsDeleted atomic.Int64
 	corruptions     atomic.Int64
+	lastRoll        atomic.Pointer[rollInfo]
+}
+
+// rollInfo is the last roll of a partition: why and when.
+type rollInfo struct {
+	reason RollReason
+	at     time.Time
 }
 
 // Segment is one .log file with its offset, time and transaction indexes.
@@ -265,6 +272,22 @@ func (s *Segment) withIndexes(fn func(*index.OffsetIndex, *index.TimeIndex)) err
 	}
 	fn(s.mu.oidx, s.mu.tidx)
 	return s.closeIndexesLocked()
+}
+
+// IndexSizes returns the bytes the segment's offset and time index
+// entries take (8 and 12 per entry): Kafka's OffsetIndex and TimeIndex
+// sizeInBytes, by which its cleaner groups segments. Indexes not loaded
+// are opened just for this.
+func (s *Segment) IndexSizes() (offsetBytes, timeBytes int64, err error) {
+	err = s.withIndexes(func(o *index.OffsetIndex, t *index.TimeIndex) {
+		if o != nil {
+			offsetBytes = int64(o.Entries()) * 8
+		}
+		if t != nil {
+			timeBytes = int64(t.Entries()) * 12
+		}
+	})
+	return offsetBytes, timeBytes, err
 }
 
 // MaxTimestamp returns the largest record timestamp in the segment, or the

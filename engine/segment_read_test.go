@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
@@ -49,4 +50,32 @@ func TestSequentialReadLoadsNoIndexes(t *testing.T) {
 		assert.False(t, loaded, "segment %d: indexes loaded by a sequential read", s.BaseOffset())
 	}
 	assert.Greater(t, n, 0)
+}
+
+// TestSegmentIndexSizes: IndexSizes is the bytes of the index entries
+// (Kafka's sizeInBytes), for loaded and unloaded indexes alike.
+func TestSegmentIndexSizes(t *testing.T) {
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 1 // an offset index entry per batch
+	p := openTest(t, vfs.NewMem(), "/d/t-0", cfg)
+	defer p.Close()
+	for i := 0; i < 5; i++ {
+		_, _, err := p.Append(makeRecs(i, 1, int64(1000+i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Roll())
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	o, ti, err := seg.IndexSizes()
+	require.NoError(t, err)
+	var oe, te int
+	require.NoError(t, seg.withIndexes(func(x *index.OffsetIndex, y *index.TimeIndex) { oe, te = x.Entries(), y.Entries() }))
+	assert.Positive(t, oe)
+	assert.Equal(t, int64(oe)*8, o)
+	assert.Equal(t, int64(te)*12, ti)
+	o, ti, err = snap.Segments[1].IndexSizes()
+	require.NoError(t, err)
+	assert.Zero(t, o, "the new active segment has no entries")
+	assert.Zero(t, ti)
 }

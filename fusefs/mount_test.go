@@ -543,7 +543,8 @@ func snakeKeys(v any, path string, out map[string]string) {
 // retention state also when no scheduler runs (read-only mounts).
 func TestStatsFields(t *testing.T) {
 	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "size_bytes", "segment_count",
-		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "policies", "explanations", "cursors"}
+		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "last_roll_reason", "last_roll_time",
+		"policies", "explanations", "cursors"}
 	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	check := func(t *testing.T, raw string) map[string]any {
 		t.Helper()
@@ -575,12 +576,16 @@ func TestStatsFields(t *testing.T) {
 		empty := check(t, m.sh(t, `cat $MNT/empty/0/stats`))
 		assert.EqualValues(t, -1, empty["first_timestamp"])
 		assert.EqualValues(t, 0, empty["log_end_offset"])
+		assert.Equal(t, "", empty["last_roll_reason"], "no roll yet")
+		assert.Nil(t, empty["last_roll_time"])
 		runs, err := m.sched.RunCleaner()
 		require.NoError(t, err)
 		require.NotEmpty(t, runs, "the compacted partition was cleaned")
 		st := check(t, m.sh(t, `cat $MNT/c/0/stats`))
 		assert.EqualValues(t, 200, st["log_end_offset"])
 		assert.Greater(t, st["segment_count"], 1.0)
+		assert.Equal(t, "size", st["last_roll_reason"], "segment.bytes rolled the segments")
+		assert.NotNil(t, st["last_roll_time"])
 		assert.Greater(t, st["size_bytes"], 0.0)
 		assert.Greater(t, st["first_timestamp"], 0.0)
 		assert.GreaterOrEqual(t, st["last_timestamp"], st["first_timestamp"])

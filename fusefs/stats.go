@@ -33,17 +33,23 @@ var (
 // always present (active_segment is null only for a partition without
 // segments; policies is always an object, explanations always an array).
 type partitionStats struct {
-	Topic          string                   `json:"topic"`
-	Partition      int                      `json:"partition"`
-	LogStartOffset int64                    `json:"log_start_offset"`
-	LogEndOffset   int64                    `json:"log_end_offset"`
-	SizeBytes      int64                    `json:"size_bytes"`
-	SegmentCount   int                      `json:"segment_count"`
-	FirstTimestamp int64                    `json:"first_timestamp"` // -1: empty
-	LastTimestamp  int64                    `json:"last_timestamp"`  // -1: empty
-	RecoveryPoint  int64                    `json:"recovery_point"`
-	ActiveSegment  *segmentStats            `json:"active_segment"`
-	Counters       counterStats             `json:"counters"`
+	Topic          string        `json:"topic"`
+	Partition      int           `json:"partition"`
+	LogStartOffset int64         `json:"log_start_offset"`
+	LogEndOffset   int64         `json:"log_end_offset"`
+	SizeBytes      int64         `json:"size_bytes"`
+	SegmentCount   int           `json:"segment_count"`
+	FirstTimestamp int64         `json:"first_timestamp"` // -1: empty
+	LastTimestamp  int64         `json:"last_timestamp"`  // -1: empty
+	RecoveryPoint  int64         `json:"recovery_point"`
+	ActiveSegment  *segmentStats `json:"active_segment"`
+	Counters       counterStats  `json:"counters"`
+	// LastRollReason is why the active segment last rolled on this mount
+	// (engine.RollReason: size, time, index full, offset overflow,
+	// retention), "" before the first roll; LastRollTime is when (null
+	// before).
+	LastRollReason string                   `json:"last_roll_reason"`
+	LastRollTime   *time.Time               `json:"last_roll_time"`
 	Policies       *policies.PartitionState `json:"policies"`
 	Explanations   []string                 `json:"explanations"`
 }
@@ -110,6 +116,11 @@ func (s *statsNode) renderBase(ctx context.Context) ([]byte, error) {
 		LastTimestamp:  -1,
 		RecoveryPoint:  p.RecoveryPoint(),
 		Counters:       countersOf(p),
+	}
+	if es := p.Stats(); es.LastRollReason != "" {
+		st.LastRollReason = string(es.LastRollReason)
+		at := es.LastRollTime.UTC()
+		st.LastRollTime = &at
 	}
 	infos := p.Segments()
 	st.SegmentCount = len(infos)

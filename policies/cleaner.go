@@ -34,6 +34,7 @@ var errMapTooSmall = errors.New("policies: log.cleaner.dedupe.buffer.size too sm
 // A cleaner is used by one goroutine at a time.
 type cleaner struct {
 	mapBytes      int64
+	loadFactor    float64    // log.cleaner.io.buffer.load.factor
 	m             *OffsetMap // allocated per run (offsetMap), released after it
 	logger        *slog.Logger
 	progressBytes int64
@@ -74,8 +75,8 @@ func (c *cleaner) touchKeys(m *OffsetMap, recs []record.Record) {
 	c.hashes, c.touched = hs, c.touched^t
 }
 
-func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *cleaner {
-	return &cleaner{mapBytes: mapBytes, logger: logger, progressBytes: progressBytes}
+func newCleaner(mapBytes int64, loadFactor float64, logger *slog.Logger, progressBytes int64) *cleaner {
+	return &cleaner{mapBytes: mapBytes, loadFactor: loadFactor, logger: logger, progressBytes: progressBytes}
 }
 
 // offsetMap returns the cleaner's map, emptied and sized for at most keys
@@ -83,7 +84,7 @@ func newCleaner(mapBytes int64, logger *slog.Logger, progressBytes int64) *clean
 // slots that range uses are ever touched.
 func (c *cleaner) offsetMap(keys int64) (*OffsetMap, error) {
 	if c.m == nil {
-		m, err := NewOffsetMap(c.mapBytes)
+		m, err := NewOffsetMap(c.mapBytes, c.loadFactor)
 		if err != nil {
 			return nil, err
 		}
@@ -300,6 +301,7 @@ func (r *cleanRound) mapDirtyRange(m *OffsetMap, segs []*engine.Segment, firstDi
 	}
 	r.run.EndOffset = endOffset
 	r.run.MappedKeys = int64(m.Len())
+	r.run.MapCapacityKeys = int64(m.Capacity())
 	return endOffset, nil
 }
 
@@ -312,10 +314,14 @@ func (r *cleanRound) rewrite(m *OffsetMap, segs []*engine.Segment, endOffset int
 		if s.BaseOffset() >= endOffset {
 			break
 		}
-		spans = append(spans, segSpan{Base: s.BaseOffset(), Next: s.NextOffset(), Size: s.Size()})
+		oidx, tidx, err := s.IndexSizes()
+		if err != nil {
+			return err
+		}
+		spans = append(spans, segSpan{Base: s.BaseOffset(), Next: s.NextOffset(), Size: s.Size(), OffsetIdx: oidx, TimeIdx: tidx})
 		byBase[s.BaseOffset()] = s
 	}
-	groups := groupSegments(spans, r.cfg.SegmentBytes, r.cfg.SegmentIndexBytes, r.cfg.IndexIntervalBytes)
+	groups := groupSegments(spans, r.cfg.SegmentBytes, r.cfg.SegmentIndexBytes)
 	tr := newTxnTracker(aborted)
 	for gi, g := range groups {
 		lastGroup := gi == len(groups)-1

@@ -16,11 +16,15 @@ func ExplainRetention(segs []engine.SegmentInfo, cfg engine.Config, logStart int
 	}
 	oldest := segs[0]
 	nowMs := now.UnixMilli()
-	if oldest.Active || len(segs) == 1 {
-		return explainActive(oldest, cfg, now)
+	if len(segs) == 1 && oldest.Size == 0 {
+		return fmt.Sprintf("the log is empty: its only segment (base offset %d) is the active one and holds no records", oldest.BaseOffset)
 	}
 	if n, reason := RetentionPlan(segs, cfg, logStart, now); n > 0 {
-		return fmt.Sprintf("the oldest %d segment(s) are due for deletion at the next retention check (%s)", n, reason)
+		msg := fmt.Sprintf("the oldest %d segment(s) are due for deletion at the next retention check (%s)", n, reason)
+		if n == len(segs) {
+			msg += "; the active segment among them is rolled first"
+		}
+		return msg
 	}
 	if !HasPolicy(cfg.CleanupPolicy, "delete") {
 		return fmt.Sprintf("cleanup.policy=%s: retention.bytes and retention.ms do not apply; the cleaner compacts the log instead of deleting segments", cfg.CleanupPolicy)
@@ -46,26 +50,11 @@ func ExplainRetention(segs []engine.SegmentInfo, cfg engine.Config, logStart int
 		why = append(why, fmt.Sprintf("its largest timestamp %s is younger than retention.ms=%d (it expires after %s)",
 			fmtMs(oldest.MaxTimestamp), cfg.RetentionMs, fmtMs(satAdd(oldest.MaxTimestamp, cfg.RetentionMs))))
 	}
+	if len(segs) == 1 {
+		return fmt.Sprintf("the oldest segment (base offset %d) is the active segment, kept: %s (retention deletes it like any other once it qualifies, rolling first)",
+			oldest.BaseOffset, strings.Join(why, "; "))
+	}
 	return fmt.Sprintf("the oldest segment (base offset %d) is kept: %s", oldest.BaseOffset, strings.Join(why, "; "))
-}
-
-func explainActive(s engine.SegmentInfo, cfg engine.Config, now time.Time) string {
-	msg := fmt.Sprintf("the oldest segment (base offset %d) is the active segment, which retention never deletes; it rolls at segment.bytes=%d (now %d bytes) or once segment.ms=%d has passed",
-		s.BaseOffset, cfg.SegmentBytes, s.Size, cfg.SegmentMs)
-	if s.Size == 0 {
-		return msg + "; it is empty"
-	}
-	start := s.FirstBatchTime
-	if start < 0 && !s.Created.IsZero() {
-		start = s.Created.UnixMilli()
-	}
-	if start >= 0 {
-		msg += fmt.Sprintf(" since its first record (at about %s)", fmtMs(satAdd(start, cfg.SegmentMs)))
-	}
-	if s.MaxTimestamp > now.UnixMilli() {
-		msg += fmt.Sprintf("; its largest timestamp %s is in the future", fmtMs(s.MaxTimestamp))
-	}
-	return msg
 }
 
 // ExplainCleaner says in plain words why the log is or is not being cleaned.
@@ -85,7 +74,7 @@ func ExplainCleaner(c Cleanable, cfg engine.Config, last *CleaningRun, cleaning 
 	case c.LagHeld >= 0 && c.CleanableBytes == 0:
 		out = append(out, fmt.Sprintf("not cleaned: the dirty segment at base offset %d holds records younger than min.compaction.lag.ms=%d", c.LagHeld, cfg.MinCompactionLagMs))
 	case c.CleanableBytes == 0 && c.ActiveDirtyBytes > 0:
-		out = append(out, fmt.Sprintf("not cleaned: everything dirty sits in the active segment (base offset %d, %d bytes), which is never cleaned; it rolls at segment.bytes=%d or segment.ms=%d",
+		out = append(out, fmt.Sprintf("not cleaned: everything dirty sits in the active segment (base offset %d, %d bytes), which is never cleaned; it rolls when an append finds it past segment.bytes=%d or segment.ms=%d",
 			c.ActiveBase, c.ActiveDirtyBytes, cfg.SegmentBytes, cfg.SegmentMs))
 	case c.CleanableBytes == 0:
 		out = append(out, fmt.Sprintf("not cleaned: nothing is dirty (clean up to offset %d)", c.FirstDirty))

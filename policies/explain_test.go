@@ -25,9 +25,13 @@ func TestExplainRetention(t *testing.T) {
 		wants []string
 	}{
 		{"active only", testSegs([]int64{10}, []int64{5}), cfg(func(c *engine.Config) {}),
-			[]string{"is the active segment", "segment.bytes=1073741824", "segment.ms=604800000"}},
+			[]string{"is the active segment", "younger than retention.ms=604800000", "retention deletes it like any other"}},
 		{"active in the future", testSegs([]int64{10}, []int64{5_000_000}), cfg(func(c *engine.Config) {}),
 			[]string{"is the active segment", "in the future"}},
+		{"active only, expired", testSegs([]int64{10}, []int64{5}), cfg(func(c *engine.Config) { c.RetentionMs = 10 }),
+			[]string{"the oldest 1 segment(s) are due", "the active segment among them is rolled first"}},
+		{"empty", testSegs([]int64{0}, []int64{5}), cfg(func(c *engine.Config) { c.RetentionMs = 10 }),
+			[]string{"the log is empty"}},
 		{"forever", testSegs([]int64{10, 10}, []int64{5, 6}), cfg(func(c *engine.Config) { c.RetentionMs = -1 }),
 			[]string{"retention.ms is -1", "retention.bytes is -1"}},
 		{"future timestamp", testSegs([]int64{10, 10}, []int64{5_000_000, 6}), cfg(func(c *engine.Config) { c.RetentionMs = 10 }),

@@ -44,8 +44,8 @@ func FuzzOffsetMap(f *testing.F) {
 }
 
 // FuzzRetentionPlan checks the invariants of RetentionPlan over arbitrary
-// segment lists: it never counts the active segment, gives a reason iff it
-// deletes, and the oldest segment it keeps (unless the active one) is
+// segment lists: it counts the active segment only when it holds bytes,
+// gives a reason iff it deletes, and the oldest segment it keeps is
 // deletable by none of the three passes.
 func FuzzRetentionPlan(f *testing.F) {
 	f.Add([]byte{10, 20, 30, 40, 50, 60}, int64(50), int64(1000), int64(-1))
@@ -66,13 +66,13 @@ func FuzzRetentionPlan(f *testing.F) {
 		cfg := engine.DefaultConfig()
 		cfg.RetentionBytes, cfg.RetentionMs = retBytes, retMs
 		n, reason := RetentionPlan(segs, cfg, logStart, now)
-		if n < 0 || n > len(segs)-1 {
-			t.Fatalf("n = %d of %d segments", n, len(segs))
+		if n < 0 || n > len(segs) || n == len(segs) && segs[n-1].Size == 0 {
+			t.Fatalf("n = %d of %d segments: %v", n, len(segs), segs)
 		}
 		if (n > 0) != (reason != "") {
 			t.Fatalf("n %d with reason %q", n, reason)
 		}
-		if n == 0 || n >= len(segs)-1 {
+		if n == 0 || n == len(segs) || n == len(segs)-1 && segs[n].Size == 0 {
 			return
 		}
 		kept := segs[n]
@@ -82,10 +82,10 @@ func FuzzRetentionPlan(f *testing.F) {
 		}
 		bytesWant := retBytes >= 0 && rest-kept.Size >= retBytes
 		timeWant := retMs >= 0 && now.UnixMilli()-kept.MaxTimestamp > retMs
-		startWant := logStart >= 0 && segs[n+1].BaseOffset <= logStart
+		startWant := logStart >= 0 && n+1 < len(segs) && segs[n+1].BaseOffset <= logStart
 		// Each pass runs over what the earlier ones left and stops at the
-		// first segment it may keep, so the oldest kept (non-active)
-		// segment fails every pass's test.
+		// first segment it may keep, so the oldest kept segment fails
+		// every pass's test.
 		if bytesWant || timeWant || startWant {
 			t.Fatalf("kept segment %d is deletable (bytes %v time %v start %v): %v", n, bytesWant, timeWant, startWant, segs)
 		}

@@ -96,13 +96,13 @@ func resetPeakRSS() bool {
 // checks that the heap grows by no more than a constant (the offset map,
 // the only thing that grows with keys, lives off the Go heap; batches are
 // streamed and decoded into reused buffers) and, without the race detector,
-// that the resident set grows by no more than the dedupe buffer plus that
-// constant. The map is smaller than the key count, so the cleaning goes
+// that the resident set grows by no more than the offset map (the dedupe
+// buffer and a probe tag per 24-byte entry) plus that constant. The map is smaller than the key count, so the cleaning goes
 // in several runs, each stopping where the map filled.
 func TestCleanerMemoryBounded(t *testing.T) {
 	keys := cleanerKeys(t)
 	// A map of 8 bytes per key (under a third of the keys per run): 8 MB
-	// for 1M keys, 320,000 slots, 288,000 keys per run.
+	// for 1M keys, 333,333 slots, 300,000 keys per run.
 	buffer := max(int64(keys)*8, 1<<20)
 	const slack = 16 << 20 // read/encode buffers, GC headroom, engine bookkeeping
 	clk := newClock()
@@ -160,6 +160,7 @@ func TestCleanerMemoryBounded(t *testing.T) {
 		require.NotNil(t, run)
 		runs++
 		mapped += run.MappedKeys
+		assert.Equal(t, int64(float64(buffer/OffsetMapSlotSize)*LoadFactor), run.MapCapacityKeys, "Kafka's maxDesiredMapSize")
 		dropped += run.RecordsDropped
 		bytesIn += run.BytesIn
 		if !run.MapFull {
@@ -179,7 +180,7 @@ func TestCleanerMemoryBounded(t *testing.T) {
 	assert.LessOrEqual(t, growth, int64(slack), "heap growth within a constant (map off-heap)")
 	if !raceEnabled && rssReset && rssBefore > 0 && rssPeak > 0 {
 		// The race detector's shadow memory inflates RSS; only check without it.
-		assert.LessOrEqual(t, rssGrowth, buffer+slack, "RSS growth within dedupe buffer + constant")
+		assert.LessOrEqual(t, rssGrowth, buffer+buffer/OffsetMapSlotSize+slack, "RSS growth within the offset map + constant")
 	}
 	assert.Greater(t, runs, int64(1), "the map filled and cleaning went on in later runs")
 }

@@ -21,7 +21,10 @@ import (
 // and it never grows past the memory it was created with.
 //
 // Memory (in memory only, never on disk): n slots of 24 bytes, then n tag
-// bytes, OffsetMapSlotSize (25) bytes per slot in all:
+// bytes. As in Kafka, n is the memory given (a cleaner thread's share of
+// log.cleaner.dedupe.buffer.size) divided by OffsetMapSlotSize (24: a
+// 16-byte key hash and an 8-byte offset), so the map takes as many keys as
+// a broker's; the tags come on top (1/24 more memory):
 //
 //	slot i:  +-------------------+-------------------+------------------+
 //	         | hash[0:8] uint64  | hash[8:16] uint64 | offset int64     |
@@ -36,9 +39,11 @@ import (
 // and both touch a 24-byte slot only when the tag matches, so a miss at load
 // factor 0.9 (tens of probes) costs about one cache line of tags, and the
 // second hash half is computed only for a tag match. (A hit costs the tag
-// line and the slot line: slightly more than with slots alone.) The map accepts new keys until Len reaches LoadFactor ×
-// Slots; Full reports that, and the cleaner then stops mapping and cleans
-// up to LatestOffset.
+// line and the slot line: slightly more than with slots alone.) The map
+// accepts new keys until Len reaches the load factor
+// (log.cleaner.io.buffer.load.factor) × Slots, Kafka's maxDesiredMapSize;
+// Full reports that, and the cleaner then stops mapping and cleans up to
+// LatestOffset.
 //
 // The slots and tags live outside the Go heap (an anonymous private mmap,
 // falling back to the heap if mmap fails): the map's memory then does not
@@ -52,7 +57,8 @@ type OffsetMap struct {
 	slots  []offsetSlot
 	tags   []uint8 // len(tags) == len(slots), cap(tags) == cap(slots)
 	n      int     // occupied slots
-	max    int     // desired maximum entries (LoadFactor × len(slots))
+	max    int     // desired maximum entries (load × len(slots))
+	load   float64 // the load factor
 	latest int64   // largest offset put or passed to UpdateLatestOffset; -1 none
 
 	mem    []byte          // the mmap backing slots and tags; nil when on the heap
@@ -68,11 +74,13 @@ type offsetSlot struct {
 }
 
 const (
-	// OffsetMapSlotSize is the memory one OffsetMap slot takes: a 16-byte key
-	// hash and an 8-byte offset, plus its one-byte tag.
-	OffsetMapSlotSize = 25
-	// LoadFactor is the share of slots the map fills before it reports Full
-	// (Kafka's log.cleaner.io.buffer.load.factor).
+	// OffsetMapSlotSize is the memory given per OffsetMap slot: a 16-byte
+	// key hash and an 8-byte offset (Kafka's bytes per entry).
+	OffsetMapSlotSize = engine.OffsetMapEntryBytes
+	// offsetMapTagSize is the probe tag each slot has on top.
+	offsetMapTagSize = 1
+	// LoadFactor is the default share of slots the map fills before it
+	// reports Full (Kafka's log.cleaner.io.buffer.load.factor).
 	LoadFactor = 0.9
 
 	slotBytes = int64(unsafe.Sizeof(offsetSlot{}))
@@ -91,11 +99,13 @@ const MaxOffsetMapBytes = engine.MaxDedupeBytesPerThread
 // process.
 const maxHeapMapBytes = 64 << 20
 
-// NewOffsetMap returns a map using at most memory bytes of slots and tags
-// (at least two slots, so that one is always empty and probing ends). It
-// refuses a size above MaxOffsetMapBytes, and memory the system does not
-// give, with an error rather than a crash.
-func NewOffsetMap(memory int64) (*OffsetMap, error) {
+// NewOffsetMap returns a map of memory / OffsetMapSlotSize slots (at least
+// two, so that one is always empty and probing ends), each with its tag,
+// that takes keys up to loadFactor of its slots (0 or less: LoadFactor;
+// above 1: 1, and never the last empty slot). It refuses a size above
+// MaxOffsetMapBytes, and memory the system does not give, with an error
+// rather than a crash.
+func NewOffsetMap(memory int64, loadFactor float64) (*OffsetMap, error) {
 	if memory > MaxOffsetMapBytes {
 		return nil, fmt.Errorf("policies: offset map of %d bytes: the most is %d (lower log.cleaner.dedupe.buffer.size or raise log.cleaner.threads)", memory, int64(MaxOffsetMapBytes))
 	}
@@ -103,7 +113,10 @@ func NewOffsetMap(memory int64) (*OffsetMap, error) {
 	if n < 2 {
 		n = 2
 	}
-	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed()}
+	if loadFactor <= 0 {
+		loadFactor = LoadFactor
+	}
+	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), load: min(loadFactor, 1)}
 	if err := m.alloc(n); err != nil {
 		return nil, err
 	}
@@ -113,7 +126,7 @@ func NewOffsetMap(memory int64) (*OffsetMap, error) {
 
 // alloc sets up n slots and tags, off the Go heap if it can.
 func (m *OffsetMap) alloc(n int64) error {
-	size := n * OffsetMapSlotSize
+	size := n * (OffsetMapSlotSize + offsetMapTagSize)
 	mem, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err == nil {
 		// Page-aligned, zero-filled, pointer-free: slots first (8-byte
@@ -151,8 +164,22 @@ func (m *OffsetMap) Slots() int { return len(m.slots) }
 // Len returns the number of distinct key hashes stored.
 func (m *OffsetMap) Len() int { return m.n }
 
-// MaxEntries returns how many keys the map takes before Full.
+// MaxEntries returns how many keys the map takes before Full (with the
+// slots ResetFor left in use).
 func (m *OffsetMap) MaxEntries() int { return m.max }
+
+// Capacity returns how many keys the map takes with all its slots: Kafka's
+// maxDesiredMapSize for the same memory and load factor.
+func (m *OffsetMap) Capacity() int { return m.maxFor(cap(m.slots)) }
+
+// maxFor is how many keys n slots take: the load factor's share, never all
+// of them (a probe must meet an empty slot), at least one.
+func (m *OffsetMap) maxFor(n int) int {
+	return max(min(int(float64(n)*m.load), n-1), 1)
+}
+
+// LoadFactor returns the share of the slots the map fills before Full.
+func (m *OffsetMap) LoadFactor() float64 { return m.load }
 
 // Full reports whether the map has reached its load factor; Put of a new key
 // must not be called then.
@@ -190,13 +217,13 @@ func (m *OffsetMap) ResetFor(keys int64) {
 	}
 	m.slots = m.slots[:cap(m.slots)]
 	if keys >= 0 {
-		need := int64(float64(keys)/LoadFactor) + 2
+		need := int64(float64(keys)/m.load) + 2
 		if need < int64(len(m.slots)) {
 			m.slots = m.slots[:max(need, 2)]
 		}
 	}
 	m.tags = m.tags[:len(m.slots)]
-	m.max = max(int(float64(len(m.slots))*LoadFactor), 1)
+	m.max = m.maxFor(len(m.slots))
 	m.n = 0
 	m.latest = -1
 }

@@ -61,7 +61,7 @@ func TestOffsetMapFillsToLoadFactor(t *testing.T) {
 		assert.Equal(t, int64(i), m.Get(fmt.Appendf(nil, "k%d", i)))
 	}
 	assert.Equal(t, int64(-1), m.Get([]byte("new")))
-	assert.Equal(t, int64(OffsetMapSlotSize*100), m.MemoryBytes())
+	assert.Equal(t, int64((OffsetMapSlotSize+1)*100), m.MemoryBytes(), "slots and their tags")
 }
 
 func TestOffsetMapTiny(t *testing.T) {
@@ -89,7 +89,7 @@ func TestOffsetMapResetFor(t *testing.T) {
 	assert.Equal(t, 2, m.Slots())
 	assert.True(t, m.Put([]byte("x"), 1))
 	assert.False(t, m.Put([]byte("y"), 2))
-	assert.Equal(t, int64(OffsetMapSlotSize*1000), m.MemoryBytes())
+	assert.Equal(t, int64((OffsetMapSlotSize+1)*1000), m.MemoryBytes())
 }
 
 func TestOffsetMapWraparound(t *testing.T) {
@@ -103,14 +103,60 @@ func TestOffsetMapWraparound(t *testing.T) {
 	}
 }
 
-func TestOffsetMapNeverLargerThanMemory(t *testing.T) {
-	for _, memory := range []int64{0, 1, 24, 25, 49, 50, 51, 1000, 1 << 20, 128 << 20} {
+// TestOffsetMapKafkaSizing: as Kafka's SkimpyOffsetMap, the map has one
+// slot per 24 bytes of the memory given (16-byte hash, 8-byte offset), and
+// its probe tags take one byte per slot on top.
+func TestOffsetMapKafkaSizing(t *testing.T) {
+	for _, memory := range []int64{0, 1, 24, 25, 47, 48, 49, 50, 51, 1000, 1 << 20, 128 << 20} {
 		m := newMap(t, memory)
-		assert.LessOrEqual(t, m.MemoryBytes(), max(memory, 2*OffsetMapSlotSize), "memory %d", memory)
-		assert.Equal(t, int64(m.Slots())*OffsetMapSlotSize, m.MemoryBytes(), "slots and tags counted")
-		assert.Greater(t, m.MemoryBytes()+OffsetMapSlotSize, min(memory, 128<<20), "uses the buffer")
+		assert.Equal(t, max(memory/24, 2), int64(m.Slots()), "memory %d", memory)
+		assert.Equal(t, int64(m.Slots())*25, m.MemoryBytes(), "slots and tags counted")
+		assert.LessOrEqual(t, m.MemoryBytes(), max(memory, 48)+max(memory, 48)/24, "memory %d", memory)
 		m.Release()
 	}
+}
+
+// TestOffsetMapKeysMatchKafka: one cleaning maps as many keys as a
+// broker's with the same log.cleaner.dedupe.buffer.size, threads and
+// log.cleaner.io.buffer.load.factor: (buffer / threads / 24) slots ×
+// the load factor (Kafka's maxDesiredMapSize).
+func TestOffsetMapKeysMatchKafka(t *testing.T) {
+	for _, tc := range []struct {
+		buffer  int64
+		threads int64
+		load    float64
+		want    int
+	}{
+		{134217728, 1, 0.9, 5033164}, // 5592405 slots
+		{134217728, 2, 0.9, 2516581}, // 2796202 slots
+		{134217728, 1, 0.5, 2796202},
+		{1 << 20, 1, 0.9, 39321}, // 43690 slots
+		{1 << 20, 1, 1, 43689},   // never the last empty slot
+	} {
+		m, err := NewOffsetMap(tc.buffer/tc.threads, tc.load)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, m.Capacity(), "%+v", tc)
+		m.ResetFor(-1)
+		assert.Equal(t, tc.want, m.MaxEntries(), "%+v", tc)
+		m.Release()
+	}
+}
+
+// TestOffsetMapLoadFactor: the map is Full at its load factor's share of
+// the slots, and takes every key up to it.
+func TestOffsetMapLoadFactor(t *testing.T) {
+	m, err := NewOffsetMap(OffsetMapSlotSize*100, 0.5)
+	require.NoError(t, err)
+	defer m.Release()
+	assert.Equal(t, 0.5, m.LoadFactor())
+	for i := 0; i < 50; i++ {
+		require.False(t, m.Full())
+		require.True(t, m.Put(fmt.Appendf(nil, "k%d", i), int64(i)))
+	}
+	assert.True(t, m.Full())
+	assert.False(t, m.Put([]byte("new"), 100))
+	m.ResetFor(40)
+	assert.GreaterOrEqual(t, m.MaxEntries(), 40, "a small range still fits")
 }
 
 // TestOffsetMapMatchesGoMap puts and looks up many random keys in a nearly
@@ -208,7 +254,7 @@ func BenchmarkOffsetMapGet(b *testing.B) {
 // newMap is NewOffsetMap for a size the test knows to be possible.
 func newMap(t testing.TB, memory int64) *OffsetMap {
 	t.Helper()
-	m, err := NewOffsetMap(memory)
+	m, err := NewOffsetMap(memory, LoadFactor)
 	require.NoError(t, err)
 	return m
 }
@@ -218,13 +264,13 @@ func newMap(t testing.TB, memory int64) *OffsetMap {
 // the limit itself is only reserved, not touched.
 func TestOffsetMapRefusesImpossibleSize(t *testing.T) {
 	for _, memory := range []int64{MaxOffsetMapBytes + 1, 64 << 30, math.MaxInt64} {
-		m, err := NewOffsetMap(memory)
+		m, err := NewOffsetMap(memory, 0)
 		assert.Error(t, err, "memory %d", memory)
 		assert.Nil(t, m)
 		assert.Contains(t, err.Error(), "log.cleaner.dedupe.buffer.size")
 	}
-	m, err := NewOffsetMap(MaxOffsetMapBytes)
+	m, err := NewOffsetMap(MaxOffsetMapBytes, 0)
 	require.NoError(t, err)
-	assert.LessOrEqual(t, m.MemoryBytes(), int64(MaxOffsetMapBytes))
+	assert.LessOrEqual(t, m.MemoryBytes(), int64(MaxOffsetMapBytes)/24*25)
 	m.Release()
 }

@@ -12,12 +12,12 @@ import (
 )
 
 // PoliciesStopped says that a partition's background policies stopped
-// after a panic in one of its tasks: the scheduler no longer rolls,
+// after a panic in one of its tasks: the scheduler no longer
 // retains, flushes (flush.ms), purges or cleans it until the next mount;
 // every other partition goes on. In stats as "policies_stopped".
 type PoliciesStopped struct {
 	Reason string    `json:"reason"` // "panic: <value>"
-	Task   string    `json:"task"`   // "housekeeping" (roll, retention, flush, purge) or "cleaner"
+	Task   string    `json:"task"`   // "housekeeping" (retention, flush, purge) or "cleaner"
 	At     time.Time `json:"at"`
 }
 
@@ -87,6 +87,6 @@ func (s *Scheduler) cleanGuarded(c *cleaner, p *engine.Partition, force bool) (r
 // stoppedExplanation is the plain-words note stats leads with for a
 // partition whose policies stopped.
 func stoppedExplanation(st *PoliciesStopped) string {
-	return fmt.Sprintf("background policies (segment.ms rolls, retention, flush.ms, cleaning) of this partition stopped at %s after a %s in the %s task; they run again after a remount",
+	return fmt.Sprintf("background policies (retention, flush.ms, cleaning) of this partition stopped at %s after a %s in the %s task; they run again after a remount",
 		st.At.UTC().Format(time.RFC3339), st.Reason, st.Task)
 }

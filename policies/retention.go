@@ -20,9 +20,12 @@ import (
 //     retention.ms.
 //
 // Without "delete" only pass 1 runs. Every pass scans from the oldest segment
-// and stops at the first segment it may not delete, and never deletes the
-// active segment (segment.ms rolls a quiet topic's active segment so that it
-// expires too). A negative retention.ms or retention.bytes means unlimited.
+// and stops at the first segment it may not delete. As in Kafka
+// (LocalLog.deletableSegments), the active segment may be deleted too,
+// unless it is empty: the engine then rolls first, so the new active
+// segment is empty and starts at the old log end offset. So a quiet topic
+// expires retention.ms after its last record, whatever segment.ms says. A
+// negative retention.ms or retention.bytes means unlimited.
 
 // HasPolicy reports whether a cleanup.policy value ("delete", "compact",
 // "compact,delete") contains policy.
@@ -44,8 +47,9 @@ func RetentionDeletable(segs []engine.SegmentInfo, cfg engine.Config, now time.T
 
 // RetentionPlan returns how many of the oldest segments retention deletes now
 // and a reason naming each pass that fired, running the three passes with
-// logStart as the log start offset (-1 skips pass 1). segs is oldest first;
-// the segment marked Active (or else the last one) is never counted.
+// logStart as the log start offset (-1 skips pass 1). segs is oldest first,
+// the last one the active segment, which is counted only when it holds
+// bytes (Kafka's isLastSegmentAndEmpty).
 func RetentionPlan(segs []engine.SegmentInfo, cfg engine.Config, logStart int64, now time.Time) (n int, reason string) {
 	var reasons []string
 	nowMs := now.UnixMilli()
@@ -104,11 +108,11 @@ func RetentionPlan(segs []engine.SegmentInfo, cfg engine.Config, logStart int64,
 }
 
 // deletableWhile counts segments from the oldest while pred holds, stopping
-// at the first one it rejects and never counting the active segment.
+// at the first one it rejects and at the last segment when it is empty.
 func deletableWhile(segs []engine.SegmentInfo, pred func(i int, s engine.SegmentInfo) bool) int {
 	n := 0
 	for i, s := range segs {
-		if s.Active || i == len(segs)-1 && !anyActive(segs) {
+		if i == len(segs)-1 && s.Size == 0 {
 			break
 		}
 		if !pred(i, s) {
@@ -119,11 +123,14 @@ func deletableWhile(segs []engine.SegmentInfo, pred func(i int, s engine.Segment
 	return n
 }
 
-func anyActive(segs []engine.SegmentInfo) bool {
-	for _, s := range segs {
-		if s.Active {
-			return true
-		}
+// DeleteEnd is the offset below which the oldest n segments of segs hold
+// every record: the next segment's base offset, or the log end offset when
+// the active segment is among them. Passed to Partition.DeleteSegmentsBelow,
+// it deletes what RetentionPlan planned, and not the records an append added
+// to the active segment since.
+func DeleteEnd(segs []engine.SegmentInfo, n int) int64 {
+	if n < len(segs) {
+		return segs[n].BaseOffset
 	}
-	return false
+	return segs[len(segs)-1].NextOffset
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -126,45 +127,59 @@ func TestRetentionTime(t *testing.T) {
 	assert.Contains(t, st.RetentionExplanation, "active segment")
 }
 
-// TestRetentionQuietTopicRollsAndExpires: a topic that receives nothing
-// more rolls its active segment on segment.ms, and then the rolled segment
-// expires on retention.ms.
-func TestRetentionQuietTopicRollsAndExpires(t *testing.T) {
+// TestRetentionQuietTopicExpires: a topic that receives nothing more
+// loses its records once retention.ms has passed since the newest, even
+// though they sit in the active segment and segment.ms (7 days) is far
+// off: as a broker does, retention rolls the active segment (a roll with
+// reason "retention") and deletes it. Nothing rolls before that.
+func TestRetentionQuietTopicExpires(t *testing.T) {
 	clk := newClock()
-	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
-		"segment.ms": "3600000", "retention.ms": "7200000",
-	})
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"retention.ms": "7200000"})
 	p := createPartition(t, d, "quiet", nil)
 	appendRecs(t, p, kv("a", "1"), kv("b", "2"))
 	leo := p.LogEndOffset()
 
 	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
 	defer s.Stop()
+	clk.Advance(2 * time.Hour)
 	require.NoError(t, s.RunRetention())
-	require.Len(t, p.Segments(), 1)
+	require.Len(t, p.Segments(), 1, "exactly retention.ms old: kept, and not rolled")
+	assert.Zero(t, p.Stats().Rolls)
 	st := s.State("quiet", 0)
-	assert.Contains(t, st.RetentionExplanation, "is the active segment")
-	assert.Contains(t, st.RetentionExplanation, "segment.ms=3600000")
+	assert.Contains(t, st.RetentionExplanation, "active segment")
+	assert.Contains(t, st.RetentionExplanation, "retention.ms=7200000")
 
-	clk.Advance(61 * time.Minute)
+	clk.Advance(time.Millisecond)
 	require.NoError(t, s.RunRetention())
 	segs := p.Segments()
-	require.Len(t, segs, 2, "rolled on segment.ms")
-	assert.True(t, segs[1].Active)
-	assert.Len(t, readAll(t, p), 2, "rolled but not yet expired")
-
-	clk.Advance(60 * time.Minute)
-	require.NoError(t, s.RunRetention())
-	segs = p.Segments()
-	require.Len(t, segs, 1, "the rolled segment expired")
+	require.Len(t, segs, 1, "the expired active segment was replaced by an empty one")
+	assert.True(t, segs[0].Active)
+	assert.Equal(t, leo, segs[0].BaseOffset, "the new active segment starts at the old log end offset")
+	assert.Zero(t, segs[0].Size)
 	assert.Equal(t, leo, p.LogStartOffset())
 	assert.Equal(t, leo, p.LogEndOffset())
 	assert.Empty(t, readAll(t, p))
+	es := p.Stats()
+	assert.Equal(t, int64(1), es.Rolls, "the roll counts as a roll")
+	assert.Equal(t, engine.RollRetention, es.LastRollReason)
+	assert.Equal(t, int64(1), es.SegmentsDeleted)
+	st = s.State("quiet", 0)
+	assert.Contains(t, st.LastDeletionReason, "retention.ms=7200000")
+	assert.Contains(t, st.RetentionExplanation, "empty")
+
+	// An empty active segment is never deleted, and appends go on at the end.
+	clk.Advance(24 * time.Hour)
+	require.NoError(t, s.RunRetention())
+	assert.Equal(t, int64(1), p.Stats().Rolls)
+	assert.Equal(t, leo, appendRecs(t, p, kv("c", "3")))
+	assert.Len(t, readAll(t, p), 1)
 }
 
-// TestRetentionActiveSegmentSurvives: no retention setting deletes the
-// active segment.
-func TestRetentionActiveSegmentSurvives(t *testing.T) {
+// TestRetentionDeletesExpiredActiveSegment: every retention setting that
+// covers the active segment deletes it, as Kafka's retention does:
+// retention.ms=0 once its newest record is older than now, and
+// retention.bytes=0 at once.
+func TestRetentionDeletesExpiredActiveSegment(t *testing.T) {
 	for _, kvs := range []map[string]string{
 		{"retention.ms": "0"},
 		{"retention.bytes": "0"},
@@ -173,20 +188,37 @@ func TestRetentionActiveSegmentSurvives(t *testing.T) {
 		t.Run(fmt.Sprint(kvs), func(t *testing.T) {
 			clk := newClock()
 			d := openLogDir(t, vfs.NewMem(), "/data", clk, kvs)
-			p := createPartition(t, d, "keep", nil)
+			p := createPartition(t, d, "gone", nil)
 			appendRecs(t, p, kv("a", "1"), kv("b", "2"))
 			s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), DedupeBufferSize: testBuffer})
 			defer s.Stop()
-			// Long past retention.ms, short of segment.ms (7 days), which
-			// would roll the segment and then let it expire.
-			clk.Advance(6 * 24 * time.Hour)
+			clk.Advance(time.Second)
 			require.NoError(t, s.RunRetention())
-			assert.Len(t, readAll(t, p), 2)
-			assert.Contains(t, s.State("keep", 0).RetentionExplanation, "is the active segment")
-			assert.Equal(t, int64(0), p.LogStartOffset())
-			assert.Len(t, p.Segments(), 1)
+			assert.Empty(t, readAll(t, p))
+			assert.Equal(t, int64(2), p.LogStartOffset())
+			require.Len(t, p.Segments(), 1)
+			assert.Equal(t, engine.RollRetention, p.Stats().LastRollReason)
 		})
 	}
+}
+
+// TestRetentionKeepsRecordsAppendedAfterThePlan: retention plans on a list
+// of segments and deletes later under the partition's lock; records
+// appended to the active segment in between are not deleted with it.
+func TestRetentionKeepsRecordsAppendedAfterThePlan(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{"retention.ms": "1000"})
+	p := createPartition(t, d, "race", nil)
+	appendRecs(t, p, kv("a", "1"))
+	clk.Advance(2 * time.Second)
+	segs := p.Segments()
+	n, reason := RetentionPlan(segs, p.Config(), p.LogStartOffset(), clk.Now())
+	require.Equal(t, 1, n, "the active segment expired")
+	appendRecs(t, p, kv("b", "2")) // lands in the active segment after the plan
+	k, _, err := p.DeleteSegmentsBelow(DeleteEnd(segs, n), reason)
+	require.NoError(t, err)
+	assert.Zero(t, k)
+	assert.Len(t, readAll(t, p), 2)
 }
 
 // TestSchedulerBackground runs the scheduler for real (ticks of a few ms)

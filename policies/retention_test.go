@@ -66,10 +66,10 @@ func TestRetentionPlan(t *testing.T) {
 			want: 0,
 		},
 		{
-			name:  "bytes: retention 0 never takes the active segment",
+			name:  "bytes: retention 0 takes the active segment too (Kafka rolls, then deletes)",
 			sizes: []int64{5, 5, 5}, maxTs: []int64{1, 2, 3},
 			cfg: cfg(func(c *engine.Config) { c.RetentionBytes = 0 }), logStart: -1,
-			want: 2,
+			want: 3,
 		},
 		{
 			name:  "bytes: a big oldest segment stops the scan",
@@ -87,12 +87,6 @@ func TestRetentionPlan(t *testing.T) {
 			name:  "time: exactly retention.ms old is kept",
 			sizes: []int64{1, 1}, maxTs: []int64{990_000, 999_999},
 			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 10_000 }), logStart: -1,
-			want: 0,
-		},
-		{
-			name:  "time: active segment survives retention.ms=0",
-			sizes: []int64{1}, maxTs: []int64{0},
-			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
 			want: 0,
 		},
 		{
@@ -146,14 +140,87 @@ func TestRetentionPlan(t *testing.T) {
 	}
 }
 
+// TestRetentionPlanActiveSegment: as in Kafka, every pass but the log start
+// one may take the active segment, unless it is empty.
+func TestRetentionPlanActiveSegment(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	cfg := func(mut func(*engine.Config)) engine.Config {
+		c := engine.DefaultConfig()
+		c.RetentionMs = -1
+		if mut != nil {
+			mut(&c)
+		}
+		return c
+	}
+	tests := []struct {
+		name     string
+		sizes    []int64
+		maxTs    []int64
+		cfg      engine.Config
+		logStart int64
+		want     int
+		reason   string // substring
+	}{
+		{
+			name:  "bytes: an empty active segment is never counted",
+			sizes: []int64{5, 5, 0}, maxTs: []int64{1, 2, 3},
+			cfg: cfg(func(c *engine.Config) { c.RetentionBytes = 0 }), logStart: -1,
+			want: 2,
+		},
+		{
+			name:  "time: an expired active segment goes too",
+			sizes: []int64{1}, maxTs: []int64{0},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
+			want: 1, reason: "retention.ms=0",
+		},
+		{
+			name:  "time: a young active segment stays",
+			sizes: []int64{1, 1}, maxTs: []int64{0, 995_000},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 10_000 }), logStart: -1,
+			want: 1,
+		},
+		{
+			name:  "time: an empty active segment stays",
+			sizes: []int64{1, 0}, maxTs: []int64{0, 0},
+			cfg: cfg(func(c *engine.Config) { c.RetentionMs = 0 }), logStart: -1,
+			want: 1,
+		},
+		{
+			name:  "log start never takes the active segment",
+			sizes: []int64{1, 1}, maxTs: []int64{1, 2},
+			cfg: cfg(nil), logStart: 10_000,
+			want: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, reason := RetentionPlan(testSegs(tt.sizes, tt.maxTs), tt.cfg, tt.logStart, now)
+			assert.Equal(t, tt.want, n)
+			assert.Contains(t, reason, tt.reason)
+		})
+	}
+}
+
 func TestRetentionDeletableNoActiveFlag(t *testing.T) {
-	// Without an Active flag the last segment is still protected.
+	// The last segment is the active one, flag or not: deleted when it
+	// expired and holds bytes, kept when empty.
 	segs := testSegs([]int64{5, 5}, []int64{0, 0})
 	segs[1].Active = false
 	c := engine.DefaultConfig()
 	c.RetentionMs = 0
 	n, _ := RetentionDeletable(segs, c, time.UnixMilli(100))
+	assert.Equal(t, 2, n)
+	segs[1].Size = 0
+	n, _ = RetentionDeletable(segs, c, time.UnixMilli(100))
 	assert.Equal(t, 1, n)
+}
+
+func TestDeleteEnd(t *testing.T) {
+	segs := testSegs([]int64{5, 5, 5}, []int64{1, 2, 3})
+	segs[2].NextOffset = 250
+	assert.Equal(t, int64(100), DeleteEnd(segs, 1), "the next segment's base")
+	assert.Equal(t, int64(200), DeleteEnd(segs, 2))
+	assert.Equal(t, int64(250), DeleteEnd(segs, 3), "the log end offset with the active segment")
 }
 
 func TestHasPolicy(t *testing.T) {

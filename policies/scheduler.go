@@ -21,14 +21,20 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives progress and errors; nil = slog.Default().
 	Logger *slog.Logger
-	// CleanerThreads is log.cleaner.threads; 0 = engine.DefaultConfig's.
+	// CleanerThreads is log.cleaner.threads; 0 = engine.DefaultConfig's,
+	// negative = no cleaner at all (log.cleaner.threads=0 in Kafka: the
+	// logs are never compacted, CleanPartition fails with ErrNoCleaner).
 	CleanerThreads int
 	// DedupeBufferSize is log.cleaner.dedupe.buffer.size, shared by all
 	// cleaner threads; 0 = engine.DefaultConfig's.
 	DedupeBufferSize int64
+	// LoadFactor is log.cleaner.io.buffer.load.factor: the share of its
+	// offset map's slots a cleaning fills; 0 = engine.DefaultConfig's.
+	LoadFactor float64
 	// TickInterval is how often the housekeeping loop runs (purge .deleted
-	// files, roll quiet segments on segment.ms, time-based flush, retention
-	// when due) and how often idle cleaners look for work; 0 = 1 s.
+	// files, time-based flush, retention when due) and how often idle
+	// cleaners look for work; 0 = 1 s. Segments roll only at append time,
+	// as a broker's do.
 	TickInterval time.Duration
 	// ProgressBytes logs a cleaning's progress every so many bytes read;
 	// 0 = 256 MiB, < 0 = never.
@@ -86,6 +92,9 @@ type partState struct {
 	stopped *PoliciesStopped
 }
 
+// ErrNoCleaner: the scheduler runs no cleaner (log.cleaner.threads=0).
+var ErrNoCleaner = errors.New("policies: log.cleaner.threads=0: no log cleaner runs")
+
 // initialRetentionDelay bounds the wait before a partition's first
 // retention check (Kafka's log.initial.task.delay.ms).
 const initialRetentionDelay = 30 * time.Second
@@ -108,13 +117,19 @@ func NewScheduler(d *engine.LogDir, opts Options) *Scheduler {
 	if s.tick <= 0 {
 		s.tick = time.Second
 	}
-	s.threads = opts.CleanerThreads
-	if s.threads <= 0 {
+	switch s.threads = opts.CleanerThreads; {
+	case s.threads < 0:
+		s.threads = 0
+	case s.threads == 0:
 		s.threads = int(max(def.CleanerThreads, 1))
 	}
 	buf := opts.DedupeBufferSize
 	if buf <= 0 {
 		buf = def.CleanerDedupeBufferSize
+	}
+	load := opts.LoadFactor
+	if load <= 0 {
+		load = def.CleanerLoadFactor
 	}
 	progress := opts.ProgressBytes
 	if progress == 0 {
@@ -122,7 +137,7 @@ func NewScheduler(d *engine.LogDir, opts Options) *Scheduler {
 	}
 	s.cleaners = make(chan *cleaner, s.threads)
 	for i := 0; i < s.threads; i++ {
-		s.cleaners <- newCleaner(buf/int64(s.threads), s.log, progress)
+		s.cleaners <- newCleaner(buf/int64(s.threads), load, s.log, progress)
 	}
 	s.mu.parts = map[engine.TopicPartition]*partState{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -216,9 +231,11 @@ func (s *Scheduler) noteErr(p *engine.Partition, what string, err error) {
 	s.mu.Unlock()
 }
 
-// housekeeping runs the periodic per-partition work: roll quiet segments
-// (segment.ms), retention when due (or always when force), time-based flush
-// (flush.ms) and purging .deleted files past file.delete.delay.ms.
+// housekeeping runs the periodic per-partition work: retention when due (or
+// always when force), time-based flush (flush.ms) and purging .deleted
+// files past file.delete.delay.ms. It rolls nothing: a broker rolls a
+// segment only when an append finds it due, and retention rolls the active
+// segment itself when it deletes it.
 func (s *Scheduler) housekeeping(force bool) error {
 	var errs []error
 	parts := s.d.Partitions()
@@ -231,6 +248,9 @@ func (s *Scheduler) housekeeping(force bool) error {
 		}
 	}
 	s.prune(parts)
+	// Deleted topics' -delete directories past file.delete.delay.ms (the
+	// LogDir also checks every second by its own clock).
+	s.d.RemoveDeletedTopics(s.now())
 	return errors.Join(errs...)
 }
 
@@ -254,11 +274,6 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 	var errs []error
 	now := s.now()
 	cfg := p.Config()
-	if _, err := p.MaybeRoll(); err != nil && !ignorable(err) {
-		s.noteErr(p, "roll", err)
-		errs = append(errs, err)
-	}
-
 	s.mu.Lock()
 	st := s.stateLocked(p)
 	due := force || !now.Before(st.nextRetention)
@@ -290,12 +305,13 @@ func (s *Scheduler) housekeepPartition(p *engine.Partition, force bool) error {
 // retain runs one retention check of p.
 func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
 	cfg := p.Config()
-	n, reason := RetentionPlan(p.Segments(), cfg, p.LogStartOffset(), now)
+	segs := p.Segments()
+	n, reason := RetentionPlan(segs, cfg, p.LogStartOffset(), now)
 	var freed int64
 	var err error
 	if n > 0 {
-		freed, err = p.DeleteOldestSegments(n, reason)
-		if err == nil {
+		n, freed, err = p.DeleteSegmentsBelow(DeleteEnd(segs, n), reason)
+		if err == nil && n > 0 {
 			s.log.Info("deleted segments", "topic", p.Topic(), "partition", p.ID(), "segments", n, "bytes", freed, "reason", reason)
 		}
 	}
@@ -318,7 +334,8 @@ func (s *Scheduler) retain(p *engine.Partition, now time.Time) error {
 
 // RunRetention runs one housekeeping pass over every partition now,
 // synchronously, with retention forced whatever retention.check.interval.ms
-// says: roll quiet segments, delete what retention allows, flush on
+// says: delete what retention allows (rolling an expired active segment
+// first), flush on
 // flush.ms, purge .deleted files past file.delete.delay.ms. For tests and
 // tools.
 func (s *Scheduler) RunRetention() error {
@@ -350,6 +367,9 @@ func (s *Scheduler) RunCleaner() ([]*CleaningRun, error) {
 // below min.cleanable.dirty.ratio (force); it returns nil when there is
 // nothing cleanable. Waits for a free cleaner thread.
 func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRun, error) {
+	if s.threads == 0 {
+		return nil, ErrNoCleaner
+	}
 	s.mu.Lock()
 	st := s.stateLocked(p)
 	if st.cleaning {
@@ -369,6 +389,9 @@ func (s *Scheduler) CleanPartition(p *engine.Partition, force bool) (*CleaningRu
 // dirty ratio (skipping those in skip, and marking the chosen one there)
 // and cleans it. It returns nil, nil when none is eligible.
 func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRun, error) {
+	if s.threads == 0 {
+		return nil, nil
+	}
 	now := s.now()
 	type cand struct {
 		p     *engine.Partition
@@ -560,6 +583,9 @@ func (s *Scheduler) PartitionState(p *engine.Partition) PartitionState {
 
 	out.RetentionExplanation = ExplainRetention(segs, cfg, logStart, now)
 	why := ExplainCleaner(c, cfg, out.LastCleaning, cleaning, now)
+	if s.threads == 0 && HasPolicy(cfg.CleanupPolicy, "compact") {
+		why = append([]string{"not cleaned: log.cleaner.threads=0, so no log cleaner runs (as on a broker); set it to 1 or more to compact"}, why...)
+	}
 	if now.Before(cleanAfter) && HasPolicy(cfg.CleanupPolicy, "compact") {
 		why = append([]string{fmt.Sprintf("not cleaned: %s; the cleaner looks again after %s",
 			cleanWhy, cleanAfter.UTC().Format(time.RFC3339))}, why...)

@@ -347,3 +347,31 @@ func TestCleaningDoesNotBlockAppendsOrReads(t *testing.T) {
 	recs = readAll(t, p)
 	assert.Equal(t, "during", string(recs[len(recs)-1].Key))
 }
+
+// TestSchedulerNoCleaner: with no cleaner thread (log.cleaner.threads=0,
+// as in Kafka) a dirty compacted log is never cleaned, a forced cleaning
+// is refused, retention still runs, and stats says why.
+func TestSchedulerNoCleaner(t *testing.T) {
+	clk := newClock()
+	d := openLogDir(t, vfs.NewMem(), "/data", clk, map[string]string{
+		"cleanup.policy": "compact,delete", "segment.bytes": "400", "retention.ms": "3600000",
+	})
+	p := createPartition(t, d, "dirty", nil)
+	dupLog(t, p, 5)
+	s := NewScheduler(d, Options{Now: clk.Now, Logger: testLogger(t), CleanerThreads: -1, TickInterval: time.Millisecond})
+	s.Start()
+	defer s.Stop()
+	runs, err := s.RunCleaner()
+	require.NoError(t, err)
+	assert.Empty(t, runs)
+	_, err = s.CleanPartition(p, true)
+	require.ErrorIs(t, err, ErrNoCleaner)
+	st := s.State("dirty", 0)
+	assert.Zero(t, st.Cleanings)
+	assert.Contains(t, st.CleanerExplanation, "log.cleaner.threads=0")
+	assert.Greater(t, st.DirtyRatio, 0.5, "dirty, and left so")
+
+	clk.Advance(2 * time.Hour)
+	require.NoError(t, s.RunRetention())
+	assert.Empty(t, readAll(t, p), "retention runs without a cleaner")
+}

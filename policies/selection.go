@@ -164,37 +164,35 @@ func segmentIndexFor(segs []engine.SegmentInfo, off int64) int {
 	return i
 }
 
-// segSpan is what grouping needs of a segment.
+// segSpan is what grouping needs of a segment: its offsets, its log size
+// and the bytes of its offset and time index entries.
 type segSpan struct {
-	Base, Next, Size int64
+	Base, Next, Size   int64
+	OffsetIdx, TimeIdx int64
 }
 
 // groupSegments cuts segments (oldest first) into runs that each become one
 // cleaned segment, as Kafka's groupSegmentsBySize does: a group's total log
-// size stays within maxSize, its estimated offset and time index sizes within
-// maxIndexBytes, and its offsets relative to its first base fit an int32.
-// Index sizes are estimated from index.interval.bytes (one entry per interval
-// plus one per segment), since a cleaned segment's indexes are rebuilt.
-func groupSegments(segs []segSpan, maxSize, maxIndexBytes, indexInterval int64) [][]segSpan {
-	if indexInterval <= 0 {
-		indexInterval = 4096
-	}
-	estIndex := func(size int64, n int) int64 { return (size/indexInterval + int64(n)) * 12 }
+// size stays within maxSize, the sums of its segments' offset index sizes
+// and of their time index sizes each within maxIndexBytes
+// (segment.index.bytes), and its offsets relative to its first base fit an
+// int32 (an empty segment joins whatever its offsets).
+func groupSegments(segs []segSpan, maxSize, maxIndexBytes int64) [][]segSpan {
 	var groups [][]segSpan
 	for len(segs) > 0 {
 		g := segs[:1]
-		size := segs[0].Size
+		size, oidx, tidx := segs[0].Size, segs[0].OffsetIdx, segs[0].TimeIdx
 		segs = segs[1:]
 		for len(segs) > 0 {
 			next := segs[0]
-			if size+next.Size > maxSize || estIndex(size+next.Size, len(g)+1) > maxIndexBytes {
+			if size+next.Size > maxSize || oidx+next.OffsetIdx > maxIndexBytes || tidx+next.TimeIdx > maxIndexBytes {
 				break
 			}
 			if next.Size > 0 && next.Next-1-g[0].Base > math.MaxInt32 {
 				break
 			}
 			g = g[:len(g)+1]
-			size += next.Size
+			size, oidx, tidx = size+next.Size, oidx+next.OffsetIdx, tidx+next.TimeIdx
 			segs = segs[1:]
 		}
 		groups = append(groups, g)

@@ -113,7 +113,12 @@ func TestCleanableRange(t *testing.T) {
 }
 
 func TestGroupSegments(t *testing.T) {
-	span := func(base, next, size int64) segSpan { return segSpan{Base: base, Next: next, Size: size} }
+	span := func(base, next, size int64) segSpan {
+		return segSpan{Base: base, Next: next, Size: size, OffsetIdx: 8 * (size/4096 + 1), TimeIdx: 12 * (size/4096 + 1)}
+	}
+	idx := func(base, next, size, oidx, tidx int64) segSpan {
+		return segSpan{Base: base, Next: next, Size: size, OffsetIdx: oidx, TimeIdx: tidx}
+	}
 	tests := []struct {
 		name     string
 		segs     []segSpan
@@ -127,10 +132,17 @@ func TestGroupSegments(t *testing.T) {
 		{"index limit splits", []segSpan{span(0, 10, 4096), span(10, 20, 4096)}, 1 << 30, 36, [][]int64{{0}, {10}}},
 		{"offset range splits", []segSpan{span(0, 10, 1), span(1<<31, 1<<31+5, 1)}, 100, 1 << 20, [][]int64{{0}, {1 << 31}}},
 		{"empty segment joins despite offsets", []segSpan{span(0, 10, 1), span(1<<31, 1<<31, 0)}, 100, 1 << 20, [][]int64{{0, 1 << 31}}},
+		// Real index sizes, not estimates from the log size: sparse indexes
+		// (a large index.interval.bytes) let big segments group, and full
+		// ones split small segments.
+		{"sparse indexes group", []segSpan{idx(0, 10, 40960, 8, 12), idx(10, 20, 40960, 8, 12), idx(20, 30, 40960, 8, 12)}, 1 << 30, 36, [][]int64{{0, 10, 20}}},
+		{"offset index sum splits", []segSpan{idx(0, 10, 10, 16, 0), idx(10, 20, 10, 16, 0), idx(20, 30, 10, 16, 0)}, 1 << 30, 40, [][]int64{{0, 10}, {20}}},
+		{"time index sum splits", []segSpan{idx(0, 10, 10, 8, 24), idx(10, 20, 10, 8, 24)}, 1 << 30, 40, [][]int64{{0}, {10}}},
+		{"sum at the limit joins", []segSpan{idx(0, 10, 10, 8, 20), idx(10, 20, 10, 8, 20)}, 1 << 30, 40, [][]int64{{0, 10}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			groups := groupSegments(tt.segs, tt.maxSize, tt.maxIndex, 4096)
+			groups := groupSegments(tt.segs, tt.maxSize, tt.maxIndex)
 			var got [][]int64
 			for _, g := range groups {
 				var bases []int64

@@ -20,7 +20,7 @@ type PartitionState struct {
 	LastCleaning           *CleaningRun `json:"last_cleaning,omitempty"`
 
 	// PoliciesStopped is set when a task of the partition panicked: its
-	// background policies (rolls, retention, flush, cleaning) stopped.
+	// background policies (retention, flush, cleaning) stopped.
 	PoliciesStopped *PoliciesStopped `json:"policies_stopped,omitempty"`
 
 	// Retention.
@@ -57,12 +57,16 @@ type CleaningRun struct {
 	// batch kept byte for byte, nothing to merge), among SegmentsOut.
 	SegmentsUnchanged int `json:"segments_unchanged"`
 	// MappedKeys is the number of distinct keys in the offset map.
-	MappedKeys     int64 `json:"mapped_keys"`
-	RecordsKept    int64 `json:"records_kept"`
-	RecordsDropped int64 `json:"records_dropped"`
-	BatchesCopied  int64 `json:"batches_copied"`
-	BatchesRebuilt int64 `json:"batches_rebuilt"`
-	BatchesDropped int64 `json:"batches_dropped"`
+	MappedKeys int64 `json:"mapped_keys"`
+	// MapCapacityKeys is the most keys one cleaning maps: the offset map's
+	// slots (the thread's share of log.cleaner.dedupe.buffer.size / 24) ×
+	// log.cleaner.io.buffer.load.factor, as on a broker.
+	MapCapacityKeys int64 `json:"offset_map_capacity_keys"`
+	RecordsKept     int64 `json:"records_kept"`
+	RecordsDropped  int64 `json:"records_dropped"`
+	BatchesCopied   int64 `json:"batches_copied"`
+	BatchesRebuilt  int64 `json:"batches_rebuilt"`
+	BatchesDropped  int64 `json:"batches_dropped"`
 	// TombstonesKept counts tombstones and transaction markers kept until
 	// their delete horizon; EarliestHorizonMs is the soonest such horizon
 	// (-1 none).

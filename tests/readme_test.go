@@ -121,41 +121,44 @@ func TestReadmeTour(t *testing.T) {
 // configDoc is the README's description of one setting.
 type configDoc struct {
 	meaning string
-	kafka   string // the broker-wide name of a topic setting, or where the setting comes from
+	// origin says where a setting without broker-wide names comes from;
+	// the column lists engine.BrokerNames otherwise.
+	origin string
 }
 
 // configDocs describes every engine.ConfigNames() entry. A new setting
 // without a line here fails TestReadmeConfigTable.
 var configDocs = map[string]configDoc{
-	"segment.bytes":                  {"roll to a new segment when the active one would grow past this size", "log.segment.bytes (broker)"},
-	"segment.ms":                     {"roll the active segment after this long even if it is small", "log.roll.ms (broker)"},
-	"segment.jitter.ms":              {"random amount subtracted from segment.ms per segment, so partitions do not roll together", "log.roll.jitter.ms (broker)"},
-	"segment.index.bytes":            {"largest .index/.timeindex file; a full index rolls the segment", "log.index.size.max.bytes (broker)"},
-	"index.interval.bytes":           {"bytes of log between index entries: the most a seek scans", "log.index.interval.bytes (broker)"},
-	"retention.ms":                   {"delete a sealed segment once its newest record is older than this; -1 = forever", "log.retention.ms (broker)"},
-	"retention.bytes":                {"delete oldest sealed segments while the partition is larger than this; -1 = no limit", "log.retention.bytes (broker)"},
-	"retention.check.interval.ms":    {"how often retention is checked", "log.retention.check.interval.ms (broker only in Kafka)"},
-	"cleanup.policy":                 {"`delete` (retention), `compact` (latest record per key), or `compact,delete`", "log.cleanup.policy (broker)"},
-	"min.cleanable.dirty.ratio":      {"clean a log only when this fraction of it is dirty (uncleaned)", "log.cleaner.min.cleanable.ratio (broker)"},
-	"delete.retention.ms":            {"keep tombstones this long after the cleaner reached them", "log.cleaner.delete.retention.ms (broker)"},
-	"min.compaction.lag.ms":          {"never compact records younger than this", "log.cleaner.min.compaction.lag.ms (broker)"},
-	"max.compaction.lag.ms":          {"compact a log whose oldest dirty record is this old, whatever the dirty ratio", "log.cleaner.max.compaction.lag.ms (broker)"},
-	"file.delete.delay.ms":           {"how long deleted segments (`*.deleted`) stay readable before they are unlinked", "log.segment.delete.delay.ms (broker)"},
-	"flush.messages":                 {"fsync after this many appended records (default: never forced)", "log.flush.interval.messages (broker)"},
-	"flush.ms":                       {"fsync when this long passed since the last fsync (default: never forced)", "log.flush.interval.ms (broker)"},
-	"compression.type":               {"codec of batches appended through the mount: `producer` (= none here), `none`, `gzip`, `snappy`, `lz4`, `zstd`", "compression.type (broker, same name)"},
-	"max.message.bytes":              {"largest record batch accepted; a larger record fails with EMSGSIZE", "message.max.bytes (broker)"},
-	"message.timestamp.type":         {"`CreateTime` keeps the writer's timestamp; `LogAppendTime` stamps the append time", "log.message.timestamp.type (broker)"},
-	"num.partitions":                 {"partitions of a topic created with mkdir", "broker only in Kafka"},
-	"log.cleaner.threads":            {"mount-wide: cleaner threads (partitions compacted at once); 0 runs one", "broker config, same name"},
-	"log.cleaner.dedupe.buffer.size": {"mount-wide: memory of the cleaner's key → offset map, shared by its threads; also at most 2147483647 (2 GiB - 1) per thread and half of the machine's memory, checked at mount", "broker config, same name"},
-	"batch.size":                     {"bytes of records from one open file grouped into one batch", "producer config"},
-	"linger.ms":                      {"longest wait for more records before a batch is appended (and visible)", "producer config"},
-	"parse.key":                      {"split each appended line into key, key.separator, value", "kafka-console-producer property"},
-	"key.separator":                  {"between key and value when parsing (parse.key) and printing (print.key)", "kafka-console-producer/consumer property"},
-	"null.marker":                    {"text that stands for a null value: appended with parse.key it is a tombstone; views print it for tombstones", "null.literal (kafka-console-consumer)"},
-	"print.key":                      {"views print key, key.separator, value", "kafka-console-consumer property"},
-	"cursor.start":                   {"where a cursor read for the first time starts: `earliest` or `latest`", "auto.offset.reset (consumer)"},
+	"segment.bytes":                     {"an append rolls the active segment when the batch would take it past this size", ""},
+	"segment.ms":                        {"an append rolls the active segment once it is this old, even if small", ""},
+	"segment.jitter.ms":                 {"random amount subtracted from segment.ms per segment, so partitions do not roll together", ""},
+	"segment.index.bytes":               {"largest .index/.timeindex file; a full index rolls the segment", ""},
+	"index.interval.bytes":              {"bytes of log between index entries: the most a seek scans", ""},
+	"retention.ms":                      {"delete a segment (the active one too) once its newest record is older than this; -1 = forever", ""},
+	"retention.bytes":                   {"delete the oldest segments while what remains stays at or above this; -1 = no limit", ""},
+	"retention.check.interval.ms":       {"how often retention is checked (per topic here, broker-wide in Kafka)", ""},
+	"cleanup.policy":                    {"`delete` (retention), `compact` (latest record per key), or `compact,delete`", ""},
+	"min.cleanable.dirty.ratio":         {"clean a log only when its dirty ratio is above this", ""},
+	"delete.retention.ms":               {"keep tombstones this long after the cleaner reached them", ""},
+	"min.compaction.lag.ms":             {"never compact records younger than this", ""},
+	"max.compaction.lag.ms":             {"compact a log whose oldest dirty record is this old, whatever the dirty ratio", ""},
+	"file.delete.delay.ms":              {"how long deleted segments (`*.deleted`) stay before they are unlinked; the mount-wide value also for deleted topics (`*-delete`)", ""},
+	"flush.messages":                    {"fsync after this many appended records (default: never forced)", ""},
+	"flush.ms":                          {"fsync when this long passed since the last fsync (default: never forced)", ""},
+	"compression.type":                  {"codec of batches appended through the mount: `producer` (= none here), `none`, `gzip`, `snappy`, `lz4`, `zstd`", "same name"},
+	"max.message.bytes":                 {"largest record batch accepted; a larger record fails with EMSGSIZE", ""},
+	"message.timestamp.type":            {"`CreateTime` keeps the writer's timestamp; `LogAppendTime` stamps the append time", ""},
+	"num.partitions":                    {"partitions of a topic created with mkdir", "same name (broker only)"},
+	"log.cleaner.threads":               {"mount-wide: cleaner threads (partitions compacted at once); 0 = no cleaner, as in Kafka", "same name"},
+	"log.cleaner.dedupe.buffer.size":    {"mount-wide: the cleaner's key → offset map, 24 bytes a key as in Kafka (+1 for a probe tag), shared by its threads; at most 2 GiB - 1 per thread", "same name"},
+	"log.cleaner.io.buffer.load.factor": {"mount-wide: share of the map a cleaning fills", "same name"},
+	"batch.size":                        {"bytes of records from one open file grouped into one batch", "producer config"},
+	"linger.ms":                         {"longest wait for more records before a batch is appended (and visible)", "producer config"},
+	"parse.key":                         {"split each appended line into key, key.separator, value", "kafka-console-producer property"},
+	"key.separator":                     {"between key and value when parsing (parse.key) and printing (print.key)", "kafka-console-producer/consumer property"},
+	"null.marker":                       {"text that stands for a null value: appended with parse.key it is a tombstone; views print it for tombstones", "null.literal (kafka-console-consumer)"},
+	"print.key":                         {"views print key, key.separator, value", "kafka-console-consumer property"},
+	"cursor.start":                      {"where a cursor read for the first time starts: `earliest` or `latest`", "auto.offset.reset (consumer)"},
 }
 
 const (
@@ -168,7 +171,7 @@ func configTable(t *testing.T) string {
 	t.Helper()
 	def := engine.DefaultConfig()
 	var b strings.Builder
-	b.WriteString("| name | default | accepted | meaning | Kafka: broker-wide name, or origin |\n")
+	b.WriteString("| name | default | accepted | meaning | broker-wide name, or origin |\n")
 	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	for _, name := range engine.ConfigNames() {
 		doc, ok := configDocs[name]
@@ -179,7 +182,13 @@ func configTable(t *testing.T) string {
 		if rng, ok := engine.SettingRange(name); ok {
 			accepted = strings.ReplaceAll(rng, " to ", " … ")
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", name, mdValue(v), accepted, doc.meaning, doc.kafka)
+		origin := doc.origin
+		if names := engine.BrokerNames(name); len(names) > 0 {
+			require.Empty(t, origin, "%s has broker-wide names; configDocs gives no origin", name)
+			origin = strings.Join(names, ", ")
+		}
+		require.NotEmpty(t, origin, "setting %s has neither broker-wide names nor an origin", name)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", name, mdValue(v), accepted, doc.meaning, origin)
 	}
 	return b.String()
 }

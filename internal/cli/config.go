@@ -70,9 +70,15 @@ func (mc *MountConfig) apply(fc *fileConfig) (*MountConfig, error) {
 	mc.Source = path
 	mc.DataDir = fc.DataDir
 	mc.Cluster = fc.Cluster
-	mc.Keys = sortedKeys(fc.Settings)
-	for _, name := range sortedKeys(fc.Settings) {
-		if err := mc.Defaults.Set(name, fc.Settings[name]); err != nil {
+	// Broker-wide names (log.retention.hours, ...) as copied from a broker's
+	// server.properties become the topic settings they are defaults of.
+	settings, err := engine.FromBrokerNames(fc.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %s", path, strings.ReplaceAll(err.Error(), "engine: ", ""))
+	}
+	mc.Keys = sortedKeys(settings)
+	for _, name := range mc.Keys {
+		if err := mc.Defaults.Set(name, settings[name]); err != nil {
 			return nil, fmt.Errorf("config %s: %s", path, engineMsg(err))
 		}
 	}
@@ -83,6 +89,9 @@ func (mc *MountConfig) apply(fc *fileConfig) (*MountConfig, error) {
 		kv := fc.Topics[topic]
 		c := mc.Defaults
 		for _, name := range sortedKeys(kv) {
+			if own, ok := engine.BrokerNameTopic(name); ok {
+				return nil, fmt.Errorf("config %s: [topics.%s] key %q is a broker-wide name, for the top level; a topic table takes %s", path, topic, name, own)
+			}
 			if err := c.Set(name, kv[name]); err != nil {
 				return nil, fmt.Errorf("config %s: [topics.%s]: %s", path, topic, engineMsg(err))
 			}

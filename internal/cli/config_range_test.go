@@ -27,6 +27,9 @@ func boundProbes(t *testing.T, name string) []boundProbe {
 	if name == "min.cleanable.dirty.ratio" {
 		return []boundProbe{{"0.0", true}, {"-0.01", false}, {"1.0", true}, {"1.01", false}}
 	}
+	if name == "log.cleaner.io.buffer.load.factor" {
+		return []boundProbe{{"0.0", false}, {"0.01", true}, {"1.0", true}, {"1.01", false}}
+	}
 	lo, hi, found := strings.Cut(rng, " to ")
 	require.True(t, found, rng)
 	l, _ := new(big.Int).SetString(lo, 10)
@@ -71,7 +74,7 @@ func TestMountConfigRanges(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 21, n, "numeric settings probed")
+	assert.Equal(t, 22, n, "numeric settings probed")
 }
 
 // TestMountConfigCleanerMemory: the dedupe buffer passes the range check but
@@ -86,7 +89,9 @@ func TestMountConfigCleanerMemory(t *testing.T) {
 
 	mc, err = parseMountConfig("m.toml", []byte("\"log.cleaner.dedupe.buffer.size\" = 2147483648\n\"log.cleaner.threads\" = 2\n"))
 	require.NoError(t, err)
-	assert.NoError(t, mc.Defaults.CheckCleanerMemory(4<<30), "exactly half")
-	assert.Error(t, mc.Defaults.CheckCleanerMemory(4<<30-2), "past half")
+	half := uint64(mc.Defaults.DedupeMemory())
+	assert.NoError(t, mc.Defaults.CheckCleanerMemory(2*half), "exactly half")
+	assert.Error(t, mc.Defaults.CheckCleanerMemory(2*half-2), "past half")
+	assert.Error(t, mc.Defaults.CheckCleanerMemory(4<<30), "the probe tags count too")
 	assert.NoError(t, mc.Defaults.CheckCleanerMemory(0), "memory unknown")
 }

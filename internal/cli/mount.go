@@ -257,10 +257,14 @@ func (m *mountRun) openEngine(mc *MountConfig, umask int) int {
 		// runs neither.
 		return exitOK
 	}
+	if mc.Defaults.CleanerThreads == 0 {
+		m.logger.Warn("log.cleaner.threads=0: no log cleaner runs (as on a broker); compacted topics are not compacted")
+	}
 	m.sched = policies.NewScheduler(d, policies.Options{
 		Logger:           m.logger,
-		CleanerThreads:   int(mc.Defaults.CleanerThreads),
+		CleanerThreads:   schedulerThreads(mc.Defaults),
 		DedupeBufferSize: mc.Defaults.CleanerDedupeBufferSize,
+		LoadFactor:       mc.Defaults.CleanerLoadFactor,
 	})
 	m.sched.Start()
 	return exitOK
@@ -495,4 +499,14 @@ func raiseProcs() (int, bool) {
 	n := runtime.GOMAXPROCS(0) + extraProcs
 	runtime.GOMAXPROCS(n)
 	return n, true
+}
+
+// schedulerThreads is policies.Options.CleanerThreads for the mount's
+// log.cleaner.threads: 0 means no cleaner, as in Kafka (the scheduler's
+// own 0 means its default).
+func schedulerThreads(c engine.Config) int {
+	if c.CleanerThreads == 0 {
+		return -1
+	}
+	return int(c.CleanerThreads)
 }
