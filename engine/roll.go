@@ -123,7 +123,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
 		p.publish(nl)
 		p.removeSegmentFiles(old)
 		old.Release()
-		return nil
+		return p.rollSnapshotLocked(newBase)
 	}
 	s, err := p.createSegment(newBase, cfg)
 	if err != nil {
@@ -139,7 +139,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config) error {
 	p.publish(append(nl, s))
 	p.stats.rolls.Add(1)
 	p.logger.Debug("engine: rolled segment", "base", newBase, "previous", old.base, "previousSize", old.Size())
-	return nil
+	return p.rollSnapshotLocked(newBase)
 }
 
 // seal turns the active segment into a sealed one: final time-index entry
@@ -171,6 +171,7 @@ func (p *Partition) newSegment(base int64, log vfs.File, files segFiles, size in
 	s.refs.Store(1)
 	s.size.Store(size)
 	s.next.Store(-1)
+	s.nextBound.Store(-1)
 	s.maxTs.Store(unknownTs)
 	s.firstBatchTs.Store(unknownTs)
 	s.w.ib = newIndexBuilder()
@@ -277,6 +278,9 @@ func (p *Partition) Flush() error {
 			return fail(fmt.Errorf("engine: flush %s: %w", s.LogPath(), err))
 		}
 	}
+	if err := p.syncSnapshots(); err != nil {
+		return fail(fmt.Errorf("engine: flush producer snapshots of %s: %w", p.dir, err))
+	}
 	if dirty {
 		if err := p.fs.SyncDir(p.dir); err != nil {
 			return fail(fmt.Errorf("engine: sync dir %s: %w", p.dir, err))
@@ -288,6 +292,9 @@ func (p *Partition) Flush() error {
 			break
 		}
 	}
+	p.mu.Lock()
+	p.pruneSnapshotsLocked()
+	p.mu.Unlock()
 	p.stats.flushes.Add(1)
 	return nil
 }
@@ -400,6 +407,7 @@ func (p *Partition) markDeleted(s *Segment, now time.Time) error {
 		*path = np
 		p.w.deleted = append(p.w.deleted, deletedFile{path: np, at: now})
 	}
+	p.deleteSnapshotLocked(s.base, now) // Kafka deletes a segment's snapshot with it
 	p.w.dirDirty = true
 	return nil
 }
