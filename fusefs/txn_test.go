@@ -74,6 +74,9 @@ func TestViewsStopAtLastStableOffset(t *testing.T) {
 	assert.Equal(t, "1\n", m.sh(t, `wc -l < $MNT/tx/0/records.jsonl`))
 	assert.Equal(t, "before\nbefore\nbefore\n", m.sh(t, `cat $MNT/tx/0/by-offset/0 $MNT/tx/0/by-time/0 $MNT/tx/0/by-offset/-5`))
 	assert.Equal(t, [2]int64{1, 4}, lsoOf(t, m.sh(t, `cat $MNT/tx/0/stats`)))
+	_, errOut, err := m.shErr(`cat $MNT/tx/0/by-offset/3`)
+	require.Error(t, err, "an offset past the last stable offset does not open")
+	assert.Contains(t, errOut, "No such file or directory")
 
 	out := t.TempDir() + "/out"
 	o, err := os.Create(out)
