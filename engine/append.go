@@ -453,6 +453,17 @@ func encodeChunk(buf []byte, spans []batchSpan, spec record.BatchSpec, chunk []r
 // AppendBatch appends a raw v2 batch as a producer sent it: it verifies the
 // CRC and the size, assigns offsets (SetBaseOffset), stamps the leader epoch
 // and applies LogAppendTime if configured. raw is not modified.
+//
+// A batch with a producer id is checked against the producer's state first,
+// with Kafka's rules: a retry of one of the producer's last 5 batches (same
+// epoch, same sequence range) is not stored again, and AppendBatch returns
+// the offsets the original got; a sequence that does not follow the
+// producer's last one fails with ErrOutOfOrderSequence, an epoch below the
+// producer's with ErrInvalidProducerEpoch, a non-transactional batch during
+// the producer's transaction with ErrInvalidTxnState, a marker of a fenced
+// coordinator with ErrCoordinatorFenced. A transactional batch holds the
+// last stable offset at its transaction's first offset until the
+// transaction's COMMIT or ABORT marker is appended.
 func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 	if p.opts.ReadOnly {
 		return 0, 0, ErrReadOnly
@@ -468,7 +479,19 @@ func (p *Partition) AppendBatch(raw []byte) (first, last int64, err error) {
 		p.mu.Unlock()
 		return 0, 0, ErrClosed
 	}
+	orig, dup, err := p.w.producers.check(&b)
+	if err != nil || dup {
+		p.mu.Unlock()
+		if dup {
+			return orig.firstOffset(), orig.lastOffset, nil
+		}
+		return 0, 0, err
+	}
+	if p.w.producers.startsTxn(&b) {
+		p.holdLSOLocked(p.logEnd.Load())
+	}
 	first, last, flush, err := p.appendBatchLocked(raw, &b, cfg, now)
+	p.publishLSOLocked()
 	p.mu.Unlock()
 	if err != nil {
 		return 0, 0, err
@@ -539,7 +562,7 @@ func (p *Partition) appendBatchLocked(raw []byte, b *record.Batch, cfg *Config, 
 		p.w.run.drop() // a failed place or write leaves nothing pending
 		p.w.encBuf = p.w.encBuf[:0]
 	}
-	if err == nil && b.IsTransactional() {
+	if err == nil && b.ProducerID >= 0 {
 		nb, perr := record.Parse(buf)
 		if perr == nil {
 			if t := p.w.producers.observe(&nb); t != nil {

@@ -182,9 +182,12 @@ func (p *Partition) writeRunLocked() error {
 	if r.pos0 == 0 {
 		s.firstBatchTs.Store(r.batches[0].maxTs)
 	}
-	// Publish: bytes first, then the offsets that point into them.
+	// Publish: bytes first, then the offsets that point into them (both
+	// inside pubSeq's odd phase, for readers that need them together).
+	s.pubSeq.Add(1)
 	s.size.Store(r.pos0 + int64(r.end))
 	s.next.Store(r.next)
+	s.pubSeq.Add(1)
 	if maxTs > s.maxTs.Load() {
 		s.maxTs.Store(maxTs)
 	}

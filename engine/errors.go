@@ -38,4 +38,22 @@ var (
 	ErrConflict = errors.New("engine: conflicting change")
 	// ErrLocked reports a data directory already in use by another process.
 	ErrLocked = errors.New("engine: data directory locked")
+
+	// The producer-state errors of AppendBatch (Kafka's error codes). Each
+	// wraps backend.ErrInvalidRecord: the batch is refused, nothing of it
+	// is stored.
+
+	// ErrOutOfOrderSequence reports a producer's batch whose sequence does
+	// not follow the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = fmt.Errorf("engine: out of order sequence number: %w", backend.ErrInvalidRecord)
+	// ErrInvalidProducerEpoch reports a batch or marker of an epoch below
+	// the producer's (INVALID_PRODUCER_EPOCH): a fenced producer.
+	ErrInvalidProducerEpoch = fmt.Errorf("engine: invalid producer epoch: %w", backend.ErrInvalidRecord)
+	// ErrInvalidTxnState reports a non-transactional batch of a producer
+	// whose transaction is open (INVALID_TXN_STATE).
+	ErrInvalidTxnState = fmt.Errorf("engine: invalid transaction state: %w", backend.ErrInvalidRecord)
+	// ErrCoordinatorFenced reports a COMMIT or ABORT marker from a
+	// transaction coordinator epoch below the producer's last marker's
+	// (TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = fmt.Errorf("engine: transaction coordinator fenced: %w", backend.ErrInvalidRecord)
 )

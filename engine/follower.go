@@ -20,7 +20,8 @@ import (
 // the caller's bytes (and, once copied, in the encode buffer).
 type followerBatch struct {
 	batchSpan
-	txn bool // transactional: the producer state observes it
+	producer bool // it has a producer id: the producer state observes it
+	startTxn bool // it may open a transaction
 }
 
 // AppendAsFollower appends raw, one or more whole v2 record batches as
@@ -52,12 +53,16 @@ func (p *Partition) AppendAsFollower(raw []byte) (first, last int64, err error) 
 		}
 		base = batches[0].first
 		p.w.encBuf = append(p.w.encBuf[:0], raw...)
+		defer p.publishLSOLocked()
 		for i := range batches {
 			b := &batches[i]
+			if b.startTxn {
+				p.holdLSOLocked(b.first)
+			}
 			if err := p.placeLocked(b.batchSpan, ap); err != nil {
 				return err
 			}
-			if b.txn {
+			if b.producer {
 				if err := p.observeFollowerLocked(raw[b.start:b.end]); err != nil {
 					return err
 				}
@@ -71,7 +76,7 @@ func (p *Partition) AppendAsFollower(raw []byte) (first, last int64, err error) 
 	return first, last, err
 }
 
-// observeFollowerLocked lets the producer state see a transactional batch
+// observeFollowerLocked lets the producer state see a batch of a producer
 // that was just placed; an ABORT marker's transaction goes to the txn index
 // of the segment holding the marker, once the marker is written (an entry
 // never points at bytes the log does not have). Callers hold mu.
@@ -127,7 +132,8 @@ func splitFollowerBatches(raw []byte, leo int64) ([]followerBatch, error) {
 		out = append(out, followerBatch{
 			batchSpan: batchSpan{start: pos, end: end, first: b.BaseOffset, last: b.LastOffset(),
 				maxTs: b.MaxTimestamp, count: int(b.RecordCount)},
-			txn: b.IsTransactional(),
+			producer: b.ProducerID >= 0,
+			startTxn: b.IsTransactional() && !b.IsControl() && b.ProducerID >= 0,
 		})
 		next = b.NextOffset()
 		pos = end
@@ -190,7 +196,9 @@ func (p *Partition) truncateFullyLocked(offset int64) (int, error) {
 	if p.firstDirty.Load() >= 0 {
 		p.firstDirty.Store(offset)
 	}
-	p.w.producers = producerState{ongoing: map[int64]int64{}}
+	p.w.producers = newProducerState()
+	p.publishLSOLocked()
+	p.removeSnapshotsLocked(func(int64) bool { return true })
 	p.w.unflushed = 0
 	for _, o := range old {
 		o.Release()
@@ -201,11 +209,11 @@ func (p *Partition) truncateFullyLocked(offset int64) (int, error) {
 }
 
 // SetOpenTransactions replaces what the producer state knows of open
-// transactions (producer id -> first offset), as a Kafka broker restores
-// it from its producer-state snapshot: after a clean shutdown (opened with
-// CleanShutdown, no scan) the owner that saved OpenTransactions at Close
-// gives them back, so that a later ABORT marker hides the transaction
-// from its true first offset. Every first offset must lie in
+// transactions (producer id -> first offset; the producers' other state
+// stays), as a Kafka broker restores it from its producer-state snapshot:
+// an owner that saved OpenTransactions at Close may give them back, so
+// that a later ABORT marker hides the transaction from its true first
+// offset. Every first offset must lie in
 // [LogStartOffset, LogEndOffset), else ErrOffsetOutOfRange and nothing
 // changes.
 func (p *Partition) SetOpenTransactions(txns map[int64]int64) error {
@@ -217,21 +225,26 @@ func (p *Partition) SetOpenTransactions(txns map[int64]int64) error {
 			return fmt.Errorf("%w: open transaction of producer %d at %d, log [%d, %d)", ErrOffsetOutOfRange, pid, first, ls, le)
 		}
 	}
-	p.w.producers = producerState{ongoing: maps.Clone(txns)}
-	if p.w.producers.ongoing == nil {
-		p.w.producers.ongoing = map[int64]int64{}
+	ps := p.w.producers
+	for pid := range ps.open {
+		if _, ok := txns[pid]; !ok {
+			ps.setTxn(pid, ps.producers[pid], -1)
+		}
 	}
+	for pid, first := range txns {
+		ps.setTxn(pid, ps.entry(pid), first)
+	}
+	p.publishLSOLocked()
 	return nil
 }
 
 // OpenTransactions returns, for each producer whose transaction has records
 // in the log but no COMMIT or ABORT marker yet, the first offset of that
 // transaction: the records a reader cannot yet tell committed from aborted.
-// After a reopen it knows the transactions that began at or after the
-// recovery scan's first segment (the whole scanned range; nothing after a
-// clean shutdown).
+// After a reopen it knows them from the producer snapshot it started from
+// and the batches after it.
 func (p *Partition) OpenTransactions() map[int64]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return maps.Clone(p.w.producers.ongoing)
+	return maps.Clone(p.w.producers.open)
 }

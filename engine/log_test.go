@@ -215,6 +215,13 @@ func txnSpec(pid int64) record.BatchSpec {
 	return s
 }
 
+// txnSeq is txnSpec with the producer's batch starting at sequence seq.
+func txnSeq(pid int64, seq int32) record.BatchSpec {
+	s := txnSpec(pid)
+	s.BaseSequence = seq
+	return s
+}
+
 // txnMarker encodes a control batch of producer pid (typ 0 ABORT, 1 COMMIT).
 func txnMarker(t testing.TB, pid int64, typ int16) []byte {
 	raw, err := record.EncodeControlBatch(nil, txnSpec(pid), 0, 1, typ, 0)
@@ -237,7 +244,7 @@ func TestTransactions(t *testing.T) {
 	}
 	a1 := app(producerBatch(t, txn(7), makeRecs(0, 3, 1))) // 0..2
 	app(producerBatch(t, txn(8), makeRecs(0, 2, 1)))       // 3..4
-	app(producerBatch(t, txn(7), makeRecs(0, 2, 1)))       // 5..6
+	app(producerBatch(t, txnSeq(7, 3), makeRecs(0, 2, 1))) // 5..6
 	abort7 := app(marker(7, 0))                            // 7
 	app(marker(8, 1))                                      // 8 commit
 	app(producerBatch(t, txn(9), makeRecs(0, 1, 1)))       // 9

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,9 @@ type Partition struct {
 	firstDirty    atomic.Int64
 	horizon       atomic.Int64 // earliest pending delete horizon, ms; <= 0 none
 	epochs        epochCache
+	// firstUnstable is the first offset of the oldest open transaction
+	// (MaxInt64: none), published for readers (producerstate.go).
+	firstUnstable atomic.Int64
 	closed        atomic.Bool
 	stats         counters
 
@@ -99,7 +103,8 @@ type Partition struct {
 		unflushed int64 // records appended since the last flush
 		lastFlush time.Time
 		dirDirty  bool // directory entries changed since the last SyncDir
-		producers producerState
+		producers *producerState
+		snaps     snapshotFiles // the producer snapshots on disk
 		deleted   []deletedFile
 	}
 	flushMu sync.Mutex // serialises Flush
@@ -142,7 +147,9 @@ func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions
 	p.horizon.Store(max(opts.DeleteHorizon, 0))
 	p.w.lastFlush = p.now()
 	p.indexes.max = maxLoadedIndexes
-	p.w.producers = producerState{ongoing: map[int64]int64{}}
+	p.w.producers = newProducerState()
+	p.w.snaps.unsynced = map[int64]bool{}
+	p.firstUnstable.Store(math.MaxInt64)
 	empty := []*Segment{}
 	p.segs.Store(&empty)
 	p.subs.Store(&[]chan struct{}{})
@@ -246,6 +253,9 @@ func (p *Partition) Close() error {
 		errs = append(errs, p.Flush())
 	}
 	p.mu.Lock()
+	if !p.opts.ReadOnly && len(errs) == 1 && errs[0] == nil {
+		errs = append(errs, p.closeSnapshotLocked())
+	}
 	p.closed.Store(true)
 	l := p.list()
 	if !p.opts.ReadOnly && len(l) > 0 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 
@@ -148,11 +147,6 @@ func (p *Partition) logSalvage(plan *SegmentPlan, res scanResult, ro bool) {
 				"segment", plan.Path, "position", d.Pos, "offsets", fmt.Sprintf("%d..%d", d.Base, d.Last), "conflictsWith", d.ConflictPos)
 		}
 	}
-}
-
-// clone copies the transaction state.
-func (ps *producerState) clone() *producerState {
-	return &producerState{ongoing: maps.Clone(ps.ongoing)}
 }
 
 // keptView is a read-only .log as a salvage would leave it: the kept byte

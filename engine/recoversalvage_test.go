@@ -363,9 +363,9 @@ func TestRecoverySalvageRebuildsTheTxnIndex(t *testing.T) {
 	for _, raw := range [][]byte{
 		producerBatch(t, txnSpec(7), makeRecs(0, 3, 1)), // 0..2
 		abort(7), // 3
-		producerBatch(t, txnSpec(7), makeRecs(4, 2, 1)),  // 4..5
-		producerBatch(t, plainSpec(), makeRecs(6, 1, 1)), // 6: damaged below
-		producerBatch(t, plainSpec(), makeRecs(7, 1, 1)), // 7
+		producerBatch(t, txnSeq(7, 3), makeRecs(4, 2, 1)), // 4..5
+		producerBatch(t, plainSpec(), makeRecs(6, 1, 1)),  // 6: damaged below
+		producerBatch(t, plainSpec(), makeRecs(7, 1, 1)),  // 7
 		abort(7), // 8
 	} {
 		_, _, err := p.AppendBatch(raw)

@@ -80,9 +80,10 @@ func (p *Partition) load() error {
 	if err := p.activate(segs[len(segs)-1]); err != nil {
 		return err
 	}
-	for _, s := range segs[:len(segs)-1] {
+	for i, s := range segs[:len(segs)-1] {
 		s.sealed.Store(true)
 		s.idxSynced.Store(true)
+		s.nextBound.Store(segs[i+1].base)
 	}
 	for _, s := range segs[:len(segs)-1] {
 		s.mu.RLock()
@@ -97,6 +98,9 @@ func (p *Partition) load() error {
 	p.logEnd.Store(leo)
 	p.logStart.Store(ls)
 	if err := p.loadLeaderEpochs(); err != nil {
+		return err
+	}
+	if err := p.settleProducers(segs, ls, leo); err != nil {
 		return err
 	}
 	if !p.opts.ReadOnly {
@@ -131,6 +135,7 @@ func (p *Partition) openDir(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	p.listSnapshots(entries)
 	segs, err := p.openSegments(files, cfg)
 	if err != nil {
 		for _, s := range segs {
@@ -396,7 +401,13 @@ func (p *Partition) recoverLog() error {
 		}
 	}
 	began, lastLog := time.Now(), time.Now()
-	prod := &producerState{ongoing: map[int64]int64{}}
+	// The producer state below the scan: the latest snapshot at or below
+	// it plus the batches after that (Kafka's recoverSegment).
+	ls := max(p.opts.LogStartOffset, segs[0].base)
+	prod, _, err := p.producerStateBelow(segs, ls, segs[start].base, false)
+	if err != nil {
+		return err
+	}
 	var bytes int64
 	for i := start; i < len(segs); i++ {
 		s := segs[i]
@@ -411,14 +422,23 @@ func (p *Partition) recoverLog() error {
 		}
 		bytes += res.valid
 		s.syncedSize.Store(-1) // may hold bytes that only reached the page cache
+		if !active {
+			// As Kafka, a snapshot after each recovered segment: a later
+			// recovery from the next one starts there.
+			p.w.producers = prod
+			if err := p.takeSnapshotLocked(segs[i+1].base); err != nil {
+				p.logger.Warn("engine: producer snapshot during recovery", "err", err)
+			}
+		}
 		if n := i - start + 1; n%progressSegments == 0 || time.Since(lastLog) > progressInterval {
 			lastLog = time.Now()
 			p.logger.Info("engine: recovering partition", "segments", n, "of", len(segs)-start,
 				"bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
 		}
 	}
-	// Transactions still open at the end carry on into new appends.
-	p.w.producers = *prod
+	// Producers and transactions still open at the end carry on into new
+	// appends.
+	p.w.producers = prod
 	if n := len(segs) - start; n > progressSegments || time.Since(began) > progressInterval {
 		p.logger.Info("engine: recovered partition", "segments", n, "bytes", bytes,
 			"elapsed", time.Since(began).Round(time.Millisecond))
@@ -491,7 +511,7 @@ func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, e
 		s.logger.Warn("engine: closing index", "segment", s.mu.files.log, "err", err)
 	}
 	if prod == nil {
-		prod = &producerState{ongoing: map[int64]int64{}}
+		prod = newProducerState()
 	}
 	end := s.Size()
 	t, err := s.openRebuiltIndexesLocked(active, end)
@@ -616,7 +636,7 @@ func (s *Segment) scanRebuildLocked(t rebuildTarget, end int64, prod *producerSt
 		if sc.ib.add(b.LastOffset(), b.MaxTimestamp, pos, size, s.interval) {
 			idxErr = errors.Join(idxErr, sparseEntry(t.oidx, t.tidx, b.LastOffset(), pos, sc.ib.maxTs, sc.ib.offsetOfMax))
 		}
-		if b.IsTransactional() {
+		if b.ProducerID >= 0 {
 			if a := prod.observe(&b); a != nil {
 				if s.mu.txn == nil {
 					p := strings.TrimSuffix(t.files.index, indexSuffix) + txnIndexSuffix
@@ -697,45 +717,6 @@ func finalTimeEntry(tidx *index.TimeIndex, ts, offset int64) error {
 		return err
 	}
 	return nil
-}
-
-// producerState tracks, per producer, the first offset of its open
-// transaction, to build aborted-transaction entries for the txn index.
-// Callers serialise access.
-type producerState struct {
-	ongoing map[int64]int64 // producer id -> first offset of its open transaction
-}
-
-// observe accounts for a transactional batch and returns the aborted
-// transaction an ABORT marker completes (nil otherwise). When the
-// transaction began before what was observed, its first offset is unknown
-// and the marker's own offset is used (its records then stay visible rather
-// than hiding committed ones).
-func (ps *producerState) observe(b *record.Batch) *index.AbortedTxn {
-	if !b.IsTransactional() {
-		return nil
-	}
-	pid := b.ProducerID
-	if !b.IsControl() {
-		if _, ok := ps.ongoing[pid]; !ok {
-			ps.ongoing[pid] = b.BaseOffset
-		}
-		return nil
-	}
-	typ, err := b.ControlType()
-	first, ok := ps.ongoing[pid]
-	if !ok {
-		first = b.LastOffset()
-	}
-	delete(ps.ongoing, pid)
-	if err != nil || typ != 0 {
-		return nil
-	}
-	lso := b.LastOffset() + 1
-	for _, f := range ps.ongoing {
-		lso = min(lso, f)
-	}
-	return &index.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.LastOffset(), LastStableOffset: lso}
 }
 
 // validateIndexes checks index entries against the .log, beyond Kafka's

@@ -127,7 +127,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) er
 		p.publish(nl)
 		p.removeSegmentFiles(old)
 		old.Release()
-		return nil
+		return p.rollSnapshotLocked(newBase)
 	}
 	s, err := p.createSegment(newBase, cfg)
 	if err != nil {
@@ -144,7 +144,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) er
 	p.stats.rolls.Add(1)
 	p.stats.lastRoll.Store(&rollInfo{reason: reason, at: p.now()})
 	p.logger.Info("engine: rolled segment", "reason", string(reason), "base", newBase, "previous", old.base, "previousSize", old.Size())
-	return nil
+	return p.rollSnapshotLocked(newBase)
 }
 
 // seal turns the active segment into a sealed one: final time-index entry
@@ -176,6 +176,7 @@ func (p *Partition) newSegment(base int64, log vfs.File, files segFiles, size in
 	s.refs.Store(1)
 	s.size.Store(size)
 	s.next.Store(-1)
+	s.nextBound.Store(-1)
 	s.maxTs.Store(unknownTs)
 	s.firstBatchTs.Store(unknownTs)
 	s.w.ib = newIndexBuilder()
@@ -282,6 +283,9 @@ func (p *Partition) Flush() error {
 			return fail(fmt.Errorf("engine: flush %s: %w", s.LogPath(), err))
 		}
 	}
+	if err := p.syncSnapshots(); err != nil {
+		return fail(fmt.Errorf("engine: flush producer snapshots of %s: %w", p.dir, err))
+	}
 	if dirty {
 		if err := p.fs.SyncDir(p.dir); err != nil {
 			return fail(fmt.Errorf("engine: sync dir %s: %w", p.dir, err))
@@ -293,6 +297,9 @@ func (p *Partition) Flush() error {
 			break
 		}
 	}
+	p.mu.Lock()
+	p.pruneSnapshotsLocked()
+	p.mu.Unlock()
 	p.stats.flushes.Add(1)
 	return nil
 }
@@ -445,6 +452,7 @@ func (p *Partition) markDeleted(s *Segment, now time.Time) error {
 		*path = np
 		p.w.deleted = append(p.w.deleted, deletedFile{path: np, due: due})
 	}
+	p.deleteSnapshotLocked(s.base, due) // Kafka deletes a segment's snapshot with it
 	p.w.dirDirty = true
 	return nil
 }

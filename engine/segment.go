@@ -116,10 +116,12 @@ type Segment struct {
 	log     vfs.File // nil: a virtual empty segment (read-only partition with no files)
 	created time.Time
 
-	size         atomic.Int64 // committed bytes
-	next         atomic.Int64 // next offset; -1 = not computed yet
-	maxTs        atomic.Int64 // largest timestamp; unknownTs = not computed yet
-	firstBatchTs atomic.Int64 // max timestamp of the first batch; unknownTs = not computed yet
+	size         atomic.Int64  // committed bytes
+	next         atomic.Int64  // next offset; -1 = not computed yet
+	pubSeq       atomic.Uint64 // odd while an append publishes size and next (committed)
+	nextBound    atomic.Int64  // a sealed segment's next offset at most (the next segment's base); -1 unknown
+	maxTs        atomic.Int64  // largest timestamp; unknownTs = not computed yet
+	firstBatchTs atomic.Int64  // max timestamp of the first batch; unknownTs = not computed yet
 	sealed       atomic.Bool
 	refs         atomic.Int32
 	syncedSize   atomic.Int64 // committed size at the last fsync of the .log

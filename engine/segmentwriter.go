@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/record"
@@ -264,11 +265,24 @@ func (p *Partition) ReplaceSegments(old []int64, cleaned []*SegmentWriter) error
 	}
 	slices.SortFunc(nl, func(a, b *Segment) int { return cmp.Compare(a.base, b.base) })
 	p.publish(nl)
+	p.dropReplacedSnapshotsLocked(gone, ws)
 	for _, s := range gone {
 		s.Release()
 	}
 	p.logger.Info("engine: replaced segments", "old", old, "new", len(ws))
 	return nil
+}
+
+// dropReplacedSnapshotsLocked deletes the producer snapshots named by the
+// replaced segments that no cleaned segment takes the place of, as Kafka
+// deletes the snapshots of the segments a replacement removes.
+func (p *Partition) dropReplacedSnapshotsLocked(gone []*Segment, ws []*SegmentWriter) {
+	due := p.now().Add(time.Duration(p.cfg.Load().FileDeleteDelayMs) * time.Millisecond)
+	for _, s := range gone {
+		if !slices.ContainsFunc(ws, func(w *SegmentWriter) bool { return w.base == s.base }) {
+			p.deleteSnapshotLocked(s.base, due)
+		}
+	}
 }
 
 // replacedSegments returns the indexes in l of the segments based at old,

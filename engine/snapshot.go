@@ -15,6 +15,11 @@ type Snapshot struct {
 	Segments       []*Segment // oldest first; the last is the active segment
 	LogStartOffset int64
 	LogEndOffset   int64
+	// LastStableOffset is where a read_committed reader stops: the first
+	// offset of the oldest transaction without a COMMIT or ABORT marker
+	// yet, else LogEndOffset. The txn indexes of Segments list every
+	// aborted transaction with records below it.
+	LastStableOffset int64
 
 	released atomic.Bool
 }
@@ -23,7 +28,11 @@ type Snapshot struct {
 // A closed partition returns a snapshot without segments.
 func (p *Partition) Snapshot() *Snapshot {
 	for {
+		// The log end first: a batch opening a transaction is published
+		// after the first unstable offset that holds it back, an ABORT
+		// marker's txn index entry before the offset moves on.
 		leo := p.logEnd.Load()
+		lso := min(p.firstUnstable.Load(), leo)
 		l := p.list()
 		ls := p.logStart.Load()
 		segs := make([]*Segment, 0, len(l))
@@ -36,7 +45,7 @@ func (p *Partition) Snapshot() *Snapshot {
 			segs = append(segs, s)
 		}
 		if ok {
-			return &Snapshot{Segments: segs, LogStartOffset: ls, LogEndOffset: leo}
+			return &Snapshot{Segments: segs, LogStartOffset: ls, LogEndOffset: leo, LastStableOffset: max(lso, ls)}
 		}
 		// A segment was released between loading the list and retaining it:
 		// the list has been replaced already, so load it again.

@@ -542,7 +542,7 @@ func snakeKeys(v any, path string, out map[string]string) {
 // at every depth, the same top-level keys whatever the state, and cleaner and
 // retention state also when no scheduler runs (read-only mounts).
 func TestStatsFields(t *testing.T) {
-	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "size_bytes", "segment_count",
+	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "last_stable_offset", "size_bytes", "segment_count",
 		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "last_roll_reason", "last_roll_time",
 		"policies", "explanations", "cursors"}
 	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -427,6 +428,37 @@ func newAbortedSet(segs []segmentReader) *abortedSet {
 }
 
 func (a *abortedSet) empty() bool { return a == nil || len(a.byProducer) == 0 }
+
+// with returns a set holding a's transactions and those of segs' txn
+// indexes: a itself when that adds none (readers share a set: it never
+// changes once made).
+func (a *abortedSet) with(segs []segmentReader) *abortedSet {
+	out := a
+	for _, s := range segs {
+		for _, t := range s.AbortedTxns() {
+			if out.has(t) {
+				continue
+			}
+			if out == a {
+				out = &abortedSet{byProducer: map[int64][]index.AbortedTxn{}}
+				if a != nil {
+					for pid, ts := range a.byProducer {
+						out.byProducer[pid] = slices.Clone(ts)
+					}
+				}
+			}
+			out.byProducer[t.ProducerID] = append(out.byProducer[t.ProducerID], t)
+		}
+	}
+	return out
+}
+
+// has reports whether the set holds transaction t.
+func (a *abortedSet) has(t index.AbortedTxn) bool {
+	return a != nil && slices.ContainsFunc(a.byProducer[t.ProducerID], func(o index.AbortedTxn) bool {
+		return o.FirstOffset == t.FirstOffset && o.LastOffset == t.LastOffset
+	})
+}
 
 func (a *abortedSet) aborted(producer, offset int64) bool {
 	for _, t := range a.byProducer[producer] {

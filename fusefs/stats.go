@@ -33,17 +33,21 @@ var (
 // always present (active_segment is null only for a partition without
 // segments; policies is always an object, explanations always an array).
 type partitionStats struct {
-	Topic          string        `json:"topic"`
-	Partition      int           `json:"partition"`
-	LogStartOffset int64         `json:"log_start_offset"`
-	LogEndOffset   int64         `json:"log_end_offset"`
-	SizeBytes      int64         `json:"size_bytes"`
-	SegmentCount   int           `json:"segment_count"`
-	FirstTimestamp int64         `json:"first_timestamp"` // -1: empty
-	LastTimestamp  int64         `json:"last_timestamp"`  // -1: empty
-	RecoveryPoint  int64         `json:"recovery_point"`
-	ActiveSegment  *segmentStats `json:"active_segment"`
-	Counters       counterStats  `json:"counters"`
+	Topic          string `json:"topic"`
+	Partition      int    `json:"partition"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	LogEndOffset   int64  `json:"log_end_offset"`
+	// LastStableOffset is where read_committed readers (and the views)
+	// stop: the first offset of the oldest open transaction, else the
+	// log end.
+	LastStableOffset int64         `json:"last_stable_offset"`
+	SizeBytes        int64         `json:"size_bytes"`
+	SegmentCount     int           `json:"segment_count"`
+	FirstTimestamp   int64         `json:"first_timestamp"` // -1: empty
+	LastTimestamp    int64         `json:"last_timestamp"`  // -1: empty
+	RecoveryPoint    int64         `json:"recovery_point"`
+	ActiveSegment    *segmentStats `json:"active_segment"`
+	Counters         counterStats  `json:"counters"`
 	// LastRollReason is why the active segment last rolled on this mount
 	// (engine.RollReason: size, time, index full, offset overflow,
 	// retention), "" before the first roll; LastRollTime is when (null
@@ -108,14 +112,15 @@ func (s *statsNode) renderBase(ctx context.Context) ([]byte, error) {
 		return []byte("{}\n"), nil
 	}
 	st := partitionStats{
-		Topic:          s.loc.topic,
-		Partition:      s.loc.id,
-		LogStartOffset: p.LogStartOffset(),
-		LogEndOffset:   p.LogEndOffset(),
-		FirstTimestamp: -1,
-		LastTimestamp:  -1,
-		RecoveryPoint:  p.RecoveryPoint(),
-		Counters:       countersOf(p),
+		Topic:            s.loc.topic,
+		Partition:        s.loc.id,
+		LogStartOffset:   p.LogStartOffset(),
+		LogEndOffset:     p.LogEndOffset(),
+		LastStableOffset: p.LastStableOffset(),
+		FirstTimestamp:   -1,
+		LastTimestamp:    -1,
+		RecoveryPoint:    p.RecoveryPoint(),
+		Counters:         countersOf(p),
 	}
 	if es := p.Stats(); es.LastRollReason != "" {
 		st.LastRollReason = string(es.LastRollReason)

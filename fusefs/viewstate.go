@@ -38,9 +38,14 @@ type viewState struct {
 
 	mu struct {
 		sync.Mutex
-		segs     []heldSeg
-		size     int64
-		ab       *abortedSet
+		segs []heldSeg
+		size int64
+		ab   *abortedSet
+		// end is the offset the view stops before: its last snapshot's
+		// end (the log end, or the last stable offset while a
+		// transaction is open). ab lists every aborted transaction with
+		// records below it.
+		end      int64
 		released bool
 	}
 }
@@ -63,6 +68,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", backend.ErrOffsetOutOfRange, start, snap.Offsets.LogStart, snap.Offsets.End)
 	}
 	st := &viewState{ps: ps, format: format, from: start}
+	st.mu.end = snap.Offsets.End
 	segs := snap.Segments
 	if len(segs) == 0 {
 		return nil, engine.ErrClosed // a deleted or closed partition
@@ -97,7 +103,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 			prev := &st.mu.segs[i-1]
 			h.rstart = prev.rstart + prev.rlen
 		}
-		size := h.key.seg.Size()
+		size := st.shownSizeLocked(h.key.seg)
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
@@ -161,7 +167,7 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 	var jobs []job
 	for j := i; j < len(st.mu.segs); j++ {
 		h := &st.mu.segs[j]
-		size := h.key.seg.Size()
+		size := st.shownSizeLocked(h.key.seg)
 		if h.from >= 0 || (size <= h.limit || h.bad != nil) && h.skip >= 0 || st.knownLocked(h, size) {
 			continue
 		}
@@ -240,12 +246,36 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 			s.Retain()
 			st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: s, format: st.format}, from: f, skip: -1})
 		}
-		if ab := newAbortedSet(snap.Segments); !ab.empty() {
-			st.mu.ab = ab
-		}
 	}
+	// The records the view may show now were aborted, if at all, by markers
+	// in the last held segment or later: add their transactions first.
+	scan := snap.Segments
+	if pos >= 0 {
+		scan = snap.Segments[pos:]
+	}
+	st.mu.ab = st.mu.ab.with(scan)
+	st.mu.end = max(st.mu.end, snap.Offsets.End)
 	err = st.extendLocked(ctx, n-1)
 	return oldSize, st.mu.size, err
+}
+
+// sizeBelower is a segment that may grow past a view's end (the engine's
+// active segment): the view shows the bytes of its batches below the end.
+type sizeBelower interface {
+	SizeBelow(end int64) (int64, error)
+}
+
+// shownSizeLocked is the committed size of seg the view shows: all of it,
+// or, for a segment that grows past the view's end, its batches below the
+// end, so that records of a transaction still open never show. Callers
+// hold st.mu.
+func (st *viewState) shownSizeLocked(seg segmentReader) int64 {
+	if sb, ok := seg.(sizeBelower); ok {
+		if n, err := sb.SizeBelow(st.mu.end); err == nil {
+			return n
+		}
+	}
+	return seg.Size()
 }
 
 // size is the rendered length the view shows now.

@@ -133,6 +133,10 @@ type cleanRound struct {
 	// tombstones: its last modification is later than legacyHorizon.
 	legacyHorizon int64
 	retainLegacy  bool
+	// producers holds the last record of each active producer, whose
+	// batch is kept, emptied if need be (Kafka's
+	// lastRecordsOfActiveProducers): its sequence state stays in the log.
+	producers map[int64]engine.ProducerLastRecord
 }
 
 // clean compacts p's cleanable range once. It returns nil, nil when there is
@@ -167,8 +171,9 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 
 	r := &cleanRound{
 		c: c, ctx: ctx, p: p, cfg: cfg, nowMs: now.UnixMilli(), start: time.Now(),
-		run:    &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1, OpenTxnOffset: -1},
-		logger: c.logger.With("topic", p.Topic(), "partition", p.ID()),
+		run:       &CleaningRun{Start: now, FirstDirtyOffset: cl.FirstDirty, EarliestHorizonMs: -1, OpenTxnOffset: -1},
+		logger:    c.logger.With("topic", p.Topic(), "partition", p.ID()),
+		producers: p.LastRecordsOfActiveProducers(),
 	}
 	r.nextLog = c.progressBytes
 	r.legacyHorizon = legacyDeleteHorizon(snap.Segments, cl.FirstDirty, cfg.DeleteRetentionMs)
@@ -596,11 +601,32 @@ func (r *cleanRound) copyPrefix(w *engine.SegmentWriter, s *engine.Segment, end 
 	return nil
 }
 
+// lastOfProducer reports whether b holds the last record of an active
+// producer (Kafka's isBatchLastRecordOfProducer): its last data batch, or,
+// for a producer that wrote only markers in its epoch, its marker.
+func (r *cleanRound) lastOfProducer(b *record.Batch) bool {
+	if b.ProducerID < 0 {
+		return false
+	}
+	lr, ok := r.producers[b.ProducerID]
+	switch {
+	case !ok:
+		return false
+	case lr.LastDataOffset >= 0:
+		return b.LastOffset() == lr.LastDataOffset
+	default:
+		return b.IsControl() && b.ProducerEpoch == lr.Epoch
+	}
+}
+
 // filterBatch applies Kafka's batch and record retention to one batch and
 // returns the bytes to write (b.Raw itself, with same set, when the batch
-// is kept whole), or nil to drop it. last marks the last batch of the cleaning round, kept
-// even when emptied so the round's last offset survives.
+// is kept whole), or nil to drop it. last marks the last batch of the
+// cleaning round, kept even when emptied so the round's last offset
+// survives; so is the last batch of an active producer (Kafka's
+// RETAIN_EMPTY), so that its sequence state survives.
 func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, last bool) (raw []byte, same bool, err error) {
+	last = last || r.lastOfProducer(b)
 	var canDiscard, discardRecords bool
 	if b.IsControl() {
 		ctype, err := b.ControlType()
@@ -672,6 +698,11 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	out, err := record.Encode(r.c.out[:0], rebuiltSpec(b, kept, horizon), kept)
 	if err != nil {
 		return nil, false, err
+	}
+	if len(kept) == 0 && b.Magic >= 2 {
+		// Kafka's empty batch keeps the batch's max timestamp (an active
+		// producer's last batch: the producer expires by it).
+		record.SetMaxTimestamp(out, b.MaxTimestamp)
 	}
 	r.c.out = out
 	r.run.BatchesRebuilt++

@@ -13,13 +13,20 @@ import (
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
-// appendTxn appends a transactional data batch of producer pid through
-// AppendBatch (as a producer would send it) and returns its first offset.
+// appendTxn appends a transactional data batch of producer pid, its first
+// one, through AppendBatch (as a producer would send it) and returns its
+// first offset.
 func appendTxn(t *testing.T, p *engine.Partition, pid int64, recs ...record.Record) int64 {
+	t.Helper()
+	return appendTxnSeq(t, p, pid, 0, recs...)
+}
+
+// appendTxnSeq is appendTxn of a batch starting at sequence seq.
+func appendTxnSeq(t *testing.T, p *engine.Partition, pid int64, seq int32, recs ...record.Record) int64 {
 	t.Helper()
 	spec := record.NewBatchSpec(0)
 	spec.Transactional = true
-	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = pid, 0, 0
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = pid, 0, seq
 	for i := range recs {
 		recs[i].Offset = int64(i)
 		recs[i].Timestamp = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -61,7 +68,11 @@ func TestCleanerTransactions(t *testing.T) {
 	commit := appendMarker(t, p, 8, controlCommit) // 3
 	appendRecs(t, p, kv("k3", "plain"))            // 4
 	require.NoError(t, p.Roll())
-	appendRecs(t, p, kv("active", "x")) // 5
+	// Producer 7 goes on in the active segment: its aborted batch is not its
+	// last one, which the cleaner would keep (emptied) for it.
+	appendTxnSeq(t, p, 7, 1, kv("k4", "later")) // 5
+	appendMarker(t, p, 7, controlCommit)        // 6
+	appendRecs(t, p, kv("active", "x"))         // 7
 
 	run, err := s.CleanPartition(p, true)
 	require.NoError(t, err)
@@ -70,7 +81,7 @@ func TestCleanerTransactions(t *testing.T) {
 	for _, r := range readAll(t, p) {
 		keys = append(keys, string(r.Key))
 	}
-	assert.Equal(t, []string{"k2", "k3", "active"}, keys, "the aborted transaction's batch is gone")
+	assert.Equal(t, []string{"k2", "k3", "k4", "active"}, keys, "the aborted transaction's batch is gone")
 	_, ok := findBatch(t, p, abort)
 	assert.True(t, ok, "the ABORT marker stays while its transaction had batches this round")
 	_, ok = findBatch(t, p, commit)
@@ -92,7 +103,7 @@ func TestCleanerTransactions(t *testing.T) {
 	assert.False(t, ok, "the ABORT marker went after its horizon")
 	_, ok = findBatch(t, p, commit)
 	assert.True(t, ok, "the COMMIT marker stays: k2 of its transaction remains")
-	assert.Equal(t, int64(6), p.LogEndOffset())
+	assert.Equal(t, int64(8), p.LogEndOffset())
 }
 
 // TestCleanerOpenTransaction: a transaction without its marker yet may

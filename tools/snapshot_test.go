@@ -17,6 +17,15 @@ import (
 	"github.com/topicfs/topicfs/internal/testutil"
 )
 
+// The snapshot layout (docs/FORMATS.md §7), written out again here so that
+// the test encoder below does not share code with the parser it checks.
+const (
+	snapshotVersion    = 1
+	snapshotHeaderSize = 10
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // appendProducerSnapshot encodes entries in the snapshot format (test-only
 // encoder, for round trips).
 func appendProducerSnapshot(dst []byte, entries []ProducerEntry) []byte {

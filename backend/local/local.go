@@ -246,7 +246,10 @@ type Partition struct {
 	*engine.Partition
 }
 
-var _ backend.Partition = (*Partition)(nil)
+var (
+	_ backend.Partition       = (*Partition)(nil)
+	_ backend.TailSnapshotter = (*Partition)(nil)
+)
 
 // Engine returns the engine's partition.
 func (p *Partition) Engine() *engine.Partition { return p.Partition }
@@ -275,12 +278,24 @@ func (p *Partition) OffsetForTime(ctx context.Context, ts int64) (int64, error) 
 }
 
 // Snapshot returns every segment, retained (the engine's segments are
-// already local: from is not needed to fetch anything).
+// already local: from is not needed to fetch anything). Its end is the
+// last stable offset, where a Kafka broker stops read_committed readers:
+// records of a transaction without its COMMIT or ABORT marker yet, and
+// everything after them, are not shown until the marker is appended. The
+// active segment grows past it: readers read it up to the end only
+// (engine.Segment.SizeBelow).
 func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
 	snap := p.Partition.Snapshot()
 	segs := make([]backend.Segment, len(snap.Segments))
 	for i, s := range snap.Segments {
 		segs[i] = s
 	}
-	return backend.NewSnapshot(segs, backend.Offsets{LogStart: snap.LogStartOffset, End: snap.LogEndOffset}, snap.Release), nil
+	return backend.NewSnapshot(segs, backend.Offsets{LogStart: snap.LogStartOffset, End: snap.LastStableOffset}, snap.Release), nil
+}
+
+// SnapshotLast is Snapshot for a view of the last n offsets before the
+// last stable offset (by-offset/-N), as kcat -o -N reads with
+// read_committed.
+func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapshot, error) {
+	return p.Snapshot(ctx, backend.FromStart)
 }
