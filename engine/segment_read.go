@@ -166,7 +166,15 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if pos > 0 {
+	// Batches the memo holds need no header read; one at the index entry
+	// that ends at or before target shows the entry tells the truth.
+	m := s.bmemo.Load()
+	checked := false
+	if m != nil {
+		e, ok := m.get(pos)
+		checked = ok && s.base+int64(e.lastRel) <= target
+	}
+	if pos > 0 && !checked {
 		// The batch at an index entry ends at or before the entry's offset,
 		// so at or before target; anything else means the index lies.
 		h, err := s.peekHeader(pos, end)
@@ -187,6 +195,15 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		}
 	}
 	for pos < end {
+		if m != nil {
+			var found bool
+			if pos, _, found = m.skip(pos, target); found {
+				return pos, nil
+			}
+			if pos >= end {
+				break
+			}
+		}
 		h, err := s.peekHeader(pos, end)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
