@@ -93,4 +93,3 @@ func reportOpenLatencies(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(q(0.5), "p50-ns")
 	b.ReportMetric(q(0.99), "p99-ns")
 }
-
