@@ -38,6 +38,12 @@ type batchMemo struct {
 	batches map[int64]memoSpan // nil until the first entry, and once dropped
 	bytes   int64              // what the entries are charged (memoEntryBytes, memoDetail.bytes)
 	closed  bool               // its Segment closed: remember nothing more
+	// mapped is the segment's .log mapped read-only for point reads
+	// (pointmap.go), nil when not (yet); unmap undoes it; mapTried is set
+	// once mapping was tried (and for good once closed or faulted).
+	mapped   []byte
+	unmap    func([]byte) error
+	mapTried bool
 }
 
 // memoSpan is a remembered batch: size bytes from its position, its last
@@ -51,14 +57,18 @@ type memoSpan struct {
 }
 
 // memoDetail is what a point read needs of a batch besides its bytes: the
-// header fields that resolve a record (Raw nil), and anchors: every few KiB
-// of the batch a record's offset delta and its position in the batch
-// (pairs in one slice), so that a point read reads one anchor interval,
-// which holds whole records, instead of the batch. A batch whose records
-// cannot be walked (compressed, legacy, or records the walk does not take)
-// has no anchors: point reads decode it whole.
+// header fields that resolve a record (Raw nil), and where its records
+// start. starts (a batch whose offset deltas are 0, 1, 2, ...: the usual
+// one) holds every record's position in the batch and then the batch's
+// size: record i is starts[i]:starts[i+1], and a point read reads just
+// its bytes. Otherwise (offsets compaction removed) anchors holds, every
+// anchorGap bytes, a record's offset delta and position (pairs in one
+// slice), and a point read reads one anchor interval, whole records. A
+// batch whose records cannot be walked (compressed, legacy, records the
+// walk does not take) has neither: point reads decode it whole.
 type memoDetail struct {
 	hdr     record.Batch
+	starts  []uint32
 	anchors []uint32
 }
 
@@ -73,16 +83,19 @@ const (
 	memoDetailBytes = 144
 )
 
-func (d *memoDetail) bytes() int64 { return memoDetailBytes + 4*int64(cap(d.anchors)) }
+func (d *memoDetail) bytes() int64 {
+	return memoDetailBytes + 4*int64(cap(d.anchors)+cap(d.starts))
+}
 
 // memoBudget bounds the bytes of all batch memos together: a remembered
-// batch costs about 40 bytes, one with a point read's detail a few hundred
-// (one per 64 KiB of data read by point reads at most), so this holds the
-// verified batches of tens of GiB of log.
+// batch costs about 40 bytes, one with a point read's detail about 150
+// bytes and 4 per record (under 4% of 100-byte records), so the default
+// holds the checked batches of hundreds of GiB of log, or the details of
+// about 1.5 GiB of 100-byte records that point reads use.
 var memoBudget atomic.Int64
 
 // DefaultMemoBudget is memoBudget's initial value.
-const DefaultMemoBudget = 32 << 20
+const DefaultMemoBudget = 64 << 20
 
 func init() { memoBudget.Store(DefaultMemoBudget) }
 
@@ -93,9 +106,10 @@ var memoClock atomic.Uint64
 // memoRegistry lists the memos holding entries and what they hold, for
 // the budget.
 var memoRegistry struct {
-	mu    sync.Mutex
-	used  int64
-	memos map[*batchMemo]struct{}
+	mu     sync.Mutex
+	used   int64
+	memos  map[*batchMemo]struct{}
+	mapped map[*batchMemo]struct{} // memos holding a mapping (pointmap.go)
 }
 
 // memo returns s's memo, creating it; nil for a virtual segment.
@@ -240,6 +254,8 @@ func (m *batchMemo) close() {
 	defer r.mu.Unlock()
 	delete(r.memos, m)
 	r.used -= m.clear(true)
+	delete(r.mapped, m)
+	m.unmapLocked(true)
 }
 
 // memoUsed returns the bytes all memos are charged (tests).

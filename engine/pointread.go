@@ -179,7 +179,7 @@ func (r *PointReader) learn(s *Segment, m *batchMemo, pos, offset int64) (PointR
 // from the whole batch, read again without its CRC check (it passed it).
 func (r *PointReader) fromMemo(s *Segment, m *batchMemo, pos int64, e memoSpan, offset int64) (PointRecord, bool, error) {
 	d := e.detail
-	if d == nil || d.anchors == nil {
+	if d == nil || d.anchors == nil && d.starts == nil {
 		b, err := r.readChecked(s, pos, e)
 		if err != nil {
 			return PointRecord{}, false, err
@@ -191,6 +191,12 @@ func (r *PointReader) fromMemo(s *Segment, m *batchMemo, pos int64, e memoSpan, 
 		return r.fromBatch(s, &b, d, pos, offset)
 	}
 	target := max(offset-d.hdr.BaseOffset, 0)
+	if st := d.starts; st != nil {
+		if target >= int64(len(st)-1) {
+			return PointRecord{}, false, nil
+		}
+		return r.fromInterval(s, d, pos, int64(st[target]), int64(st[target+1]), target, true)
+	}
 	a := d.anchors
 	n := len(a) / 2
 	// The last anchor at or before target; records before it are < target.
@@ -200,7 +206,7 @@ func (r *PointReader) fromMemo(s *Segment, m *batchMemo, pos int64, e memoSpan, 
 		if k+1 < n {
 			to = int64(a[2*k+3])
 		}
-		rec, found, err := r.fromInterval(s, d, pos, from, to, target)
+		rec, found, err := r.fromInterval(s, d, pos, from, to, target, false)
 		if found || err != nil {
 			return rec, found, err
 		}
@@ -209,9 +215,43 @@ func (r *PointReader) fromMemo(s *Segment, m *batchMemo, pos int64, e memoSpan, 
 }
 
 // fromInterval reads [from, to) of the batch at pos, whole records between
-// two anchors, and returns its first record whose offset delta is at or
-// after target.
-func (r *PointReader) fromInterval(s *Segment, d *memoDetail, pos, from, to, target int64) (PointRecord, bool, error) {
+// two anchors (exact: the one record whose offset delta is target), and
+// returns its first record whose offset delta is at or after target: from
+// the segment's mapping when it has one (the record's bytes copied out of
+// it), else with one pread.
+func (r *PointReader) fromInterval(s *Segment, d *memoDetail, pos, from, to, target int64, exact bool) (PointRecord, bool, error) {
+	var (
+		pr    PointRecord
+		found bool
+	)
+	mapped, err := s.memo().withMapped(pos+from, pos+to, func(w []byte) error {
+		p, end := 0, len(w)
+		if !exact {
+			var ok bool
+			var err error
+			if p, end, ok, err = findDelta(w, target); err != nil || !ok {
+				return err
+			}
+		}
+		r.buf = append(r.buf[:0], w[p:end]...)
+		n, err := d.hdr.DecodeRecord(r.buf, 0, &pr.Record)
+		if err == nil && (n != len(r.buf) || pr.Offset != d.hdr.BaseOffset+target && exact) {
+			err = fmt.Errorf("%w: record at %d is not offset %d", record.ErrCorrupt, from+int64(p), d.hdr.BaseOffset+target)
+		}
+		if err != nil {
+			return err
+		}
+		pr.Batch, pr.BatchPos, found = d.hdr, pos, true
+		return nil
+	})
+	switch {
+	case errors.Is(err, errMapFault):
+		return PointRecord{}, false, s.memo().mapFault(pos)
+	case err != nil:
+		return PointRecord{}, false, s.corrupt(pos, err)
+	case mapped:
+		return pr, found, nil
+	}
 	n := int(to - from)
 	if cap(r.buf) < n {
 		r.buf = make([]byte, n)
@@ -223,22 +263,35 @@ func (r *PointReader) fromInterval(s *Segment, d *memoDetail, pos, from, to, tar
 		}
 		return PointRecord{}, false, s.readError(pos, err)
 	}
-	for p := 0; p < n; {
+	p, _, ok, err := findDelta(w, target)
+	if err != nil {
+		return PointRecord{}, false, s.corrupt(pos, err)
+	}
+	if !ok {
+		return PointRecord{}, false, nil
+	}
+	if _, err := d.hdr.DecodeRecord(w, p, &pr.Record); err != nil {
+		return PointRecord{}, false, s.corrupt(pos, err)
+	}
+	pr.Batch, pr.BatchPos = d.hdr, pos
+	return pr, true, nil
+}
+
+// findDelta walks w, whole records, to the first whose offset delta is at
+// or after target and returns where it starts and ends; ok is false when
+// none is.
+func findDelta(w []byte, target int64) (p, end int, ok bool, err error) {
+	for p < len(w) {
 		delta, end, err := record.RecordFrame(w, p)
 		if err != nil {
-			return PointRecord{}, false, s.corrupt(pos, err)
+			return 0, 0, false, err
 		}
 		if int64(delta) >= target {
-			var pr PointRecord
-			if _, err := d.hdr.DecodeRecord(w, p, &pr.Record); err != nil {
-				return PointRecord{}, false, s.corrupt(pos, err)
-			}
-			pr.Batch, pr.BatchPos = d.hdr, pos
-			return pr, true, nil
+			return p, end, true, nil
 		}
 		p = end
 	}
-	return PointRecord{}, false, nil
+	return 0, 0, false, nil
 }
 
 // readChecked reads the remembered batch e at pos whole, without its CRC
@@ -300,12 +353,16 @@ func newDetail(b *record.Batch) *memoDetail {
 		return d
 	}
 	anchors := make([]uint32, 0, 2*(1+len(b.Raw)/anchorGap))
+	starts := make([]uint32, 0, b.RecordCount+1)
 	p, last, prev := record.HeaderSize, -anchorGap, int32(-1)
-	for range b.RecordCount {
+	dense := true
+	for i := range b.RecordCount {
 		delta, end, err := record.RecordFrame(b.Raw, p)
 		if err != nil || delta <= prev || delta > b.LastOffsetDelta {
 			return d
 		}
+		dense = dense && delta == i
+		starts = append(starts, uint32(p))
 		if p-last >= anchorGap {
 			anchors = append(anchors, uint32(delta), uint32(p))
 			last = p
@@ -313,6 +370,10 @@ func newDetail(b *record.Batch) *memoDetail {
 		prev, p = delta, end
 	}
 	if p != len(b.Raw) {
+		return d
+	}
+	if dense {
+		d.starts = append(starts, uint32(p))
 		return d
 	}
 	d.anchors = slices.Clip(anchors)

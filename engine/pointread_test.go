@@ -73,12 +73,20 @@ func checkPointReads(t *testing.T, p *Partition, want []record.Record, offsets [
 // anchors, in another order), is the record a full read finds there, for
 // uncompressed and compressed topics over several segments.
 func TestPointReadMatchesReadAll(t *testing.T) {
-	for codec, segBytes := range map[string]int64{"none": 96 << 10, "lz4": 6 << 10} {
-		t.Run(codec, func(t *testing.T) {
+	for _, tc := range []struct {
+		codec    string
+		segBytes int64
+		os       bool // on the OS file system: warm reads from a mapping
+	}{{"none", 96 << 10, false}, {"none", 96 << 10, true}, {"lz4", 6 << 10, true}} {
+		t.Run(fmt.Sprintf("%s/os=%v", tc.codec, tc.os), func(t *testing.T) {
 			cfg := testConfig()
-			cfg.SegmentBytes = segBytes
-			require.NoError(t, cfg.Set("compression.type", codec))
-			p := openTest(t, vfs.NewMem(), "t-0", cfg)
+			cfg.SegmentBytes = tc.segBytes
+			require.NoError(t, cfg.Set("compression.type", tc.codec))
+			fs, dir := vfs.FS(vfs.NewMem()), "t-0"
+			if tc.os {
+				fs, dir = vfs.OS, filepath.Join(t.TempDir(), "t-0")
+			}
+			p := openTest(t, fs, dir, cfg)
 			defer p.Close()
 			for i := range 60 {
 				_, _, err := p.Append(pointRecs(i, 1_700_000_000_000+int64(i)*100))
@@ -259,4 +267,113 @@ func TestReadBatchSkipsCheckOfRemembered(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = (&PointReader{}).ReadSegmentRecord(seg, 1_000)
 	require.ErrorIs(t, err, io.EOF, "past the segment's records")
+}
+
+// TestPointReadMappedFileCut: a .log cut short behind the engine's back
+// (below what it committed) makes a warm read from the mapping fail with
+// an error naming the segment, never crash the process; reads go on with
+// pread, which reports the short file.
+func TestPointReadMappedFileCut(t *testing.T) {
+	p := openTest(t, vfs.OS, filepath.Join(t.TempDir(), "t-0"), testConfig())
+	defer p.Close()
+	fillTest(t, p, 400, 10)
+	var r PointReader
+	for o := range int64(400) { // warm: remembered, anchored, mapped
+		_, err := r.ReadRecord(p, o)
+		require.NoError(t, err)
+	}
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	m := seg.memo()
+	m.mu.RLock()
+	mapped := m.mapped != nil
+	m.mu.RUnlock()
+	require.True(t, mapped, "warm reads go through a mapping")
+	require.NoError(t, os.Truncate(seg.LogPath(), 0))
+	_, err := r.ReadRecord(p, 350)
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), seg.LogPath())
+	_, err = r.ReadRecord(p, 351)
+	require.Error(t, err, "pread of the cut file")
+}
+
+// TestPointReadActiveSegmentGrows: records appended to the active segment
+// after it was mapped read back through the mapping.
+func TestPointReadActiveSegmentGrows(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	p := openTest(t, vfs.OS, filepath.Join(t.TempDir(), "t-0"), cfg)
+	defer p.Close()
+	var r PointReader
+	for round := range 5 {
+		fillTestFrom(t, p, round*100, 100, 10)
+		want := readAll(t, p)
+		offsets := make([]int64, len(want))
+		for i := range offsets {
+			offsets[i] = int64(i)
+		}
+		for range 2 {
+			for _, o := range offsets {
+				got, err := r.ReadRecord(p, o)
+				require.NoError(t, err)
+				require.Equal(t, want[o], got.Record)
+			}
+		}
+	}
+	require.Len(t, p.Segments(), 1)
+}
+
+// fillTestFrom appends n records numbered from from, per per Append.
+func fillTestFrom(t testing.TB, p *Partition, from, n, per int) {
+	t.Helper()
+	for i := from; i < from+n; i += per {
+		_, _, err := p.Append(makeRecs(i, min(per, from+n-i), 1_700_000_000_000+int64(i)))
+		require.NoError(t, err)
+	}
+}
+
+// TestPointReadConcurrent: point readers on their own PointReaders read
+// the right records while the partition grows and rolls and the memos are
+// dropped for the budget, mapped and unmapped (run with -race).
+func TestPointReadConcurrent(t *testing.T) {
+	old := memoBudget.Load()
+	defer memoBudget.Store(old)
+	memoBudget.Store(memoUsed() + 16<<10)
+	cfg := testConfig()
+	cfg.SegmentBytes = 16 << 10
+	p := openTest(t, vfs.OS, filepath.Join(t.TempDir(), "t-0"), cfg)
+	defer p.Close()
+	fillTest(t, p, 500, 10)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			var r PointReader
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				o := rng.Int64N(p.LogEndOffset())
+				rec, err := r.ReadRecord(p, o)
+				if err == nil && string(rec.Value) != fmt.Sprintf("value-%06d", o) {
+					err = fmt.Errorf("offset %d read %q", o, rec.Value)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	fillTestFrom(t, p, 500, 3000, 10)
+	close(done)
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.Greater(t, len(p.Segments()), 2)
 }
