@@ -230,6 +230,7 @@ type workload struct {
 var workloads = []workload{
 	{name: "engine-append", run: engineAppend},
 	{name: "engine-read", run: engineRead},
+	{name: "engine-point", run: enginePoint},
 	{name: "cleaner", run: cleanerThroughput},
 	{name: "mount-append", mount: true, run: mountAppend},
 	{name: "mount-read", mount: true, run: mountRead},
@@ -261,6 +262,8 @@ type runner struct {
 	views *viewsData
 	// kv describes the pristine key/value data (kvData), once built.
 	kv *topicInfo
+	// readKiB: the engine read rows' partition of 1 KiB values is built.
+	readKiB bool
 }
 
 func (r *runner) logf(format string, args ...any) {

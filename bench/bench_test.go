@@ -28,13 +28,13 @@ func TestQuickEngineTable(t *testing.T) {
 	tab, err := Run(context.Background(), Options{
 		Quick:    true,
 		Dir:      t.TempDir(),
-		Only:     []string{"engine-append", "engine-read"},
-		Sizes:    Sizes{Append: 256 << 10, Read: 1 << 20},
+		Only:     []string{"engine-append", "engine-read", "engine-point"},
+		Sizes:    Sizes{Append: 256 << 10, Read: 2 << 20},
 		Progress: &progress,
 	})
 	require.NoError(t, err, progress.String())
 	require.False(t, tab.Failed(), "%+v", tab.Rows)
-	require.Len(t, tab.Rows, 8) // 2 value sizes × 3 codecs + 2 read rows
+	require.Len(t, tab.Rows, 13) // 2 value sizes × 3 codecs, 3 read rows, 2 batch sizes × 2 point rows
 	for _, r := range tab.Rows {
 		assert.Greater(t, r.Value.V, 0.0, r.Name)
 		assert.Greater(t, r.Baseline.V, 0.0, r.Name)
@@ -46,7 +46,8 @@ func TestQuickEngineTable(t *testing.T) {
 
 	var out bytes.Buffer
 	tab.Print(&out)
-	for _, want := range []string{"engine append 100 B none", "engine append 1 KiB zstd", "engine read", "write(2)", "cat .log", "ratio ≥ 0.7"} {
+	for _, want := range []string{"engine append 100 B none", "engine append 1 KiB zstd", "engine read", "write(2)", "pread .log", "ratio ≥ 0.7",
+		"engine read 2.0MiB (1 KiB values)", "engine point read median, 16 KiB batches", "pread of the record", "≤ 6 µs"} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.NotContains(t, out.String(), "FAILED")

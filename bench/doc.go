@@ -15,9 +15,14 @@
 //	engine-append   Partition.Append of 100 B and 1 KiB values, codecs none/lz4/zstd,
 //	                1,000 records per call; baseline: write(2) of the same value
 //	                bytes in the same chunk sizes, same fsync policy
-//	engine-read     a whole partition through engine.Reader, every record decoded
-//	                with Batch.EachRecord, and again as verified batches only;
-//	                baseline: cat of the partition's .log files
+//	engine-read     a whole partition of 99-byte values and one of 1 KiB values
+//	                through engine.Reader, every record decoded with
+//	                Batch.EachRecord (and the first again as verified batches
+//	                only); baseline: the same .log files read with 1 MiB preads
+//	                by the bench process
+//	engine-point    engine.PointReader.ReadRecord at random offsets, warm, with
+//	                batches of about 16 KiB and 1 MiB: median and p99; baseline:
+//	                a pread of exactly the same records' bytes
 //	cleaner         policies' log cleaner, MB/s of input; baseline: sequential
 //	                read of the same segments
 //	mount-append    cat FILE > TOPIC/0/append; baseline: cat FILE > file on the same disk
@@ -27,7 +32,9 @@
 //	                one with --no-passthrough, in the same rounds; baseline: cat
 //	                of the file itself
 //	mount-offset    open by-offset/N, read one line, close, on a small and a large
-//	                partition: median and p99, ratio large/small
+//	                partition: median and p99; baseline: open, pread at a line
+//	                and close of a plain file of the same lines; and the p99
+//	                ratio large/small
 //	mount-rss       VmHWM of the mount process after reading a large partition
 //	                end to end (next to the small one), and after cleaning many keys
 //	                (next to the configured dedupe buffer)

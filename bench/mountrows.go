@@ -1,15 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -237,60 +233,6 @@ func mountRead(ctx context.Context, r *runner) (rows []Row, err error) {
 	return []Row{row}, nil
 }
 
-// openFirstLine opens path, reads until the first '\n' and closes it,
-// returning the line length without '\n'.
-func openFirstLine(path string, buf []byte) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	got := 0
-	for {
-		n, err := f.Read(buf[got:])
-		if i := bytes.IndexByte(buf[got:got+n], '\n'); i >= 0 {
-			return got + i, nil
-		}
-		got += n
-		if err == io.EOF || got == len(buf) {
-			return 0, fmt.Errorf("%s: no line in the first %d bytes", path, got)
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-}
-
-// offsetLatencies opens by-offset/N at uniformly random N and returns the
-// sorted latencies of open + first line + close.
-func offsetLatencies(ctx context.Context, m *mountProc, topic string, records int64, opens, valueSize int, seed uint64) ([]time.Duration, error) {
-	rng := rand.New(rand.NewPCG(seed, 42))
-	buf := make([]byte, 64<<10)
-	const warmup = 20
-	lat := make([]time.Duration, 0, opens)
-	for i := range opens + warmup {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		off := rng.Int64N(records)
-		path := m.path(topic, "0", "by-offset", strconv.FormatInt(off, 10))
-		start := time.Now()
-		n, err := openFirstLine(path, buf)
-		d := time.Since(start)
-		if err != nil {
-			return nil, err
-		}
-		if n != valueSize {
-			return nil, fmt.Errorf("%s: first line is %d bytes, want %d", path, n, valueSize)
-		}
-		if i >= warmup {
-			lat = append(lat, d)
-		}
-	}
-	slices.Sort(lat)
-	return lat, nil
-}
-
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
@@ -300,47 +242,3 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func mountOffset(ctx context.Context, r *runner) (rows []Row, err error) {
-	v, err := r.viewData(ctx, topicLarge)
-	if err != nil {
-		return nil, err
-	}
-	m, err := r.startMount(ctx, v.dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if serr := m.stop(); err == nil {
-			err = serr
-		}
-	}()
-	small, err := offsetLatencies(ctx, m, topicSmall, v.built[topicSmall].records, r.sizes.Opens, v.valueSize, 1)
-	if err != nil {
-		return nil, errorf(topicSmall, err)
-	}
-	large, err := offsetLatencies(ctx, m, topicLarge, v.built[topicLarge].records, r.sizes.Opens, v.valueSize, 2)
-	if err != nil {
-		return nil, errorf(topicLarge, err)
-	}
-	sb, lb := fmtBytes(v.built[topicSmall].logBytes), fmtBytes(v.built[topicLarge].logBytes)
-	for _, q := range []struct {
-		name string
-		q    float64
-	}{{"median", 0.5}, {"p99", 0.99}} {
-		row := Row{
-			Workload: "mount-offset",
-			Name:     fmt.Sprintf("by-offset open+line+close %s, %s", q.name, lb),
-			Value:    Figure{V: ms(quantile(large, q.q)), Unit: "ms"},
-			BaseName: sb,
-			Baseline: Figure{V: ms(quantile(small, q.q)), Unit: "ms"},
-		}
-		row.ratio()
-		if q.name == "p99" {
-			row.ratioAtMost(2)
-			row.Note = fmt.Sprintf("%d random offsets per partition (after 20 warm-up opens); ratio = large/small; .log files in the page cache", len(large))
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
-}

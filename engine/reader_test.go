@@ -448,7 +448,7 @@ func sharedChunk(t *testing.T, n int, bad ...int) (*segChunk, *Snapshot) {
 	}
 	require.NoError(t, f.Close())
 	c := &segChunk{}
-	c.load(seg, 0, seg.Size(), 1<<20, &ownBuffers{size: 1 << 20}, nil)
+	c.load(seg, 0, seg.Size(), 1<<20, &ownBuffers{size: 1 << 20}, nil, false)
 	require.Len(t, c.batches, n)
 	c.shared = true // as the prefetch goroutine sends it
 	return c, snap

@@ -124,8 +124,9 @@ type Segment struct {
 	firstBatchTs atomic.Int64  // max timestamp of the first batch; unknownTs = not computed yet
 	sealed       atomic.Bool
 	refs         atomic.Int32
-	syncedSize   atomic.Int64 // committed size at the last fsync of the .log
-	idxSynced    atomic.Bool  // sealed indexes fsynced
+	syncedSize   atomic.Int64              // committed size at the last fsync of the .log
+	idxSynced    atomic.Bool               // sealed indexes fsynced
+	bmemo        atomic.Pointer[batchMemo] // batches checked before (batchmemo.go); nil until used
 
 	// w is the writer's state, touched only under the partition's writer
 	// mutex (or by the single goroutine that opens the partition).
@@ -372,6 +373,9 @@ func (s *Segment) close() error {
 		return nil
 	}
 	s.mu.closed = true
+	if m := s.bmemo.Load(); m != nil {
+		m.close()
+	}
 	var errs []error
 	errs = append(errs, s.closeIndexesLocked())
 	if s.log != nil {

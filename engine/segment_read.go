@@ -39,7 +39,8 @@ func (s *Segment) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // ReadBatch reads and verifies (CRC, structure) the batch at pos, reusing
-// buf when it is large enough. At Size() it returns io.EOF. Corruption
+// buf when it is large enough; a batch that passed the check before
+// (batchmemo.go) is not checked again. At Size() it returns io.EOF. Corruption
 // returns an error wrapping ErrCorrupt that names the file and position,
 // and is logged.
 func (s *Segment) ReadBatch(pos int64, buf []byte) (record.Batch, error) {
@@ -51,18 +52,27 @@ func (s *Segment) ReadBatch(pos int64, buf []byte) (record.Batch, error) {
 	if err == nil {
 		s.stats.bytesRead.Add(int64(b.Size()))
 		s.stats.reads.Add(1)
-		err = b.Verify()
+		if m := s.bmemo.Load(); m == nil || !m.verified(pos, b.Size()) {
+			err = b.Verify()
+		}
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return record.Batch{}, io.EOF
 		}
-		if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
-			return record.Batch{}, s.corrupt(pos, err)
-		}
-		return record.Batch{}, fmt.Errorf("engine: segment %s pos %d: %w", s.LogPath(), pos, err)
+		return record.Batch{}, s.readError(pos, err)
 	}
 	return b, nil
+}
+
+// readError is the error for a failed read of the batch at pos: bad bytes
+// (ErrCorrupt, ErrTruncated) are corruption (logged), anything else (an
+// I/O error) is returned wrapped.
+func (s *Segment) readError(pos int64, err error) error {
+	if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
+		return s.corrupt(pos, err)
+	}
+	return fmt.Errorf("engine: segment %s pos %d: %w", s.LogPath(), pos, err)
 }
 
 // corrupt builds (and logs) the error for bad bytes at pos.
@@ -156,7 +166,15 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if pos > 0 {
+	// Batches the memo holds need no header read; one at the index entry
+	// that ends at or before target shows the entry tells the truth.
+	m := s.bmemo.Load()
+	checked := false
+	if m != nil {
+		e, ok := m.get(pos)
+		checked = ok && s.base+int64(e.lastRel) <= target
+	}
+	if pos > 0 && !checked {
 		// The batch at an index entry ends at or before the entry's offset,
 		// so at or before target; anything else means the index lies.
 		h, err := s.peekHeader(pos, end)
@@ -177,6 +195,15 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		}
 	}
 	for pos < end {
+		if m != nil {
+			var found bool
+			if pos, _, found = m.skip(pos, target); found {
+				return pos, nil
+			}
+			if pos >= end {
+				break
+			}
+		}
 		h, err := s.peekHeader(pos, end)
 		if err != nil {
 			if errors.Is(err, io.EOF) {

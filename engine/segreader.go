@@ -58,6 +58,12 @@ type SegmentReaderOptions struct {
 	Spin bool
 	// Buffers lends the chunk buffers; nil: the reader allocates its own.
 	Buffers ChunkBuffers
+	// Remember records the batches it checks in their segment's memo
+	// (batchmemo.go), so that later reads of them skip the CRC check:
+	// for readers whose batches are likely read again (a view measuring a
+	// segment it will seek in). Without it the reader still skips the
+	// check of batches the memo holds.
+	Remember bool
 	// OnPanic, if set, is told of a panic in the prefetch goroutine (with
 	// its stack). Such a panic is recovered either way: the reader then
 	// loads in the caller's goroutine from there on, where a persistent
@@ -198,7 +204,7 @@ func (r *SegmentReader) move(pos, limit int64) {
 	} else if sequential && cap(r.cur.buf) >= r.grow {
 		tail = r.cur.tailAt(pos) // in the buffer the load keeps
 	}
-	r.cur.load(r.src, pos, limit, r.grow, r.opts.Buffers, tail)
+	r.cur.load(r.src, pos, limit, r.grow, r.opts.Buffers, tail, r.opts.Remember)
 	r.next = 0
 	if r.opts.Prefetch && r.grow >= r.opts.MaxChunk && len(r.cur.pos) > 0 && r.cur.end < limit && !r.failed.Load() {
 		r.startAhead(r.cur.end, limit)
@@ -242,6 +248,10 @@ type segChunk struct {
 	pos        []int64
 	state      []atomic.Uint32
 	shared     bool // the prefetch goroutine may check it too (set before it can)
+	// memo is the source segment's memo of checked batches (nil: none);
+	// remember adds the batches checked here to it.
+	memo     *batchMemo
+	remember bool
 }
 
 // Check states of a batch of a chunk.
@@ -288,6 +298,7 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 	// it from the GC (the next reader would fault in fresh pages).
 	clear(c.batches[:cap(c.batches)])
 	c.batches, c.pos = c.batches[:0], c.pos[:0]
+	c.memo, c.remember = nil, false // nor its segment
 }
 
 // load reads up to size bytes of src at pos (below limit) and frames the
@@ -299,9 +310,18 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 // at pos an earlier load read past its last whole batch (tailAt): they are
 // copied instead of read again. It must stay valid during the load (not in
 // a buffer ensure gives back).
-func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkBuffers, tail []byte) {
+func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkBuffers, tail []byte, remember bool) {
 	// start is set first: ensure may replace the buffer, never the position.
 	c.start, c.end = pos, pos
+	c.memo, c.remember = nil, false
+	if s, ok := src.(*Segment); ok {
+		if remember {
+			c.memo = s.memo()
+		} else {
+			c.memo = s.bmemo.Load()
+		}
+		c.remember = remember && c.memo != nil
+	}
 	c.batches, c.pos = c.batches[:0], c.pos[:0]
 	if pos < 0 || pos >= limit || size <= 0 {
 		c.buf = c.buf[:0]
@@ -379,10 +399,18 @@ func (c *segChunk) check(j int) bool {
 }
 
 // verify checks batch j, which the caller claimed, and stores the outcome.
+// A batch the memo holds passed the check before: its bytes, committed,
+// have not changed since.
 func (c *segChunk) verify(j int) bool {
-	if c.batches[j].Verify() != nil {
-		c.state[j].Store(batchBad)
-		return false
+	b := &c.batches[j]
+	if c.memo == nil || !c.memo.verified(c.pos[j], b.Size()) {
+		if b.Verify() != nil {
+			c.state[j].Store(batchBad)
+			return false
+		}
+		if c.remember {
+			c.memo.remember(c.pos[j], b, nil)
+		}
 	}
 	c.state[j].Store(batchOK)
 	return true
@@ -431,7 +459,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 	oneP := runtime.GOMAXPROCS(0) < 2
 	a.consSpin.off = oneP || !r.opts.Spin
 	prodSpin := spinner{off: a.consSpin.off}
-	src, size, bufs, first := r.src, r.opts.MaxChunk, r.opts.Buffers, r.cur
+	src, size, bufs, first, remember := r.src, r.opts.MaxChunk, r.opts.Buffers, r.cur, r.opts.Remember
 	first.shared = true // the goroutine may check its batches from the back
 	r.ahead = a
 	a.wg.Go(func() {
@@ -469,7 +497,7 @@ func (r *SegmentReader) startAhead(pos, limit int64) {
 				return
 			default:
 			}
-			c.load(src, pos, limit, size, bufs, last.tailAt(pos))
+			c.load(src, pos, limit, size, bufs, last.tailAt(pos), remember)
 			if len(c.pos) == 0 {
 				return // the caller settles what is there
 			}

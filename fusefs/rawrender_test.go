@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -262,4 +263,62 @@ func FuzzPutPlainRaw(f *testing.F) {
 			require.Equal(t, int64(len(all)), measured)
 		}
 	})
+}
+
+// TestWalkPlainRaw: walking records without rendering them passes exactly
+// the records putPlainRaw would render before an offset or a rendered
+// length, with their rendered length, and stops where putPlainRaw would
+// at a record it does not take.
+func TestWalkPlainRaw(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	for round := range 40 {
+		recs := make([]record.Record, 50)
+		for i := range recs {
+			r := record.Record{Offset: 100 + int64(i), Timestamp: 1_700_000_000_000, Value: bytes.Repeat([]byte{'v'}, rng.Intn(200))}
+			switch rng.Intn(12) {
+			case 0:
+				r.Value = nil
+			case 1:
+				r.Key = []byte("key")
+			case 2:
+				if round%2 == 1 {
+					r.Headers = []record.Header{{Key: "h"}} // not taken
+				}
+			}
+			recs[i] = r
+		}
+		b := encodeBatch(t, recs, record.None)
+		data := testutil.Guarded(t, b.Raw[record.HeaderSize:])
+		f := viewFormat{nullMarker: "NULL"}
+		lens := make([]int64, len(recs)+1) // rendered length of the first i records
+		for i := range recs {
+			lens[i+1] = lens[i] + int64(len(f.appendRecord(nil, &recs[i])))
+		}
+		taken := 0 // records putPlainRaw takes from the start
+		for taken < len(recs) && len(recs[taken].Headers) == 0 {
+			taken++
+		}
+		for hi := int64(0); hi <= int64(len(recs)); hi++ {
+			p, done, n, ok := walkPlainRaw(data, 0, len(recs), f.nullMarker, hi, math.MaxInt64)
+			want := min(int(hi), taken)
+			require.Equal(t, want, done, "round %d hi %d", round, hi)
+			require.Equal(t, lens[done], n)
+			require.Equal(t, int(hi) < taken || taken == len(recs), ok, "round %d hi %d", round, hi)
+			if done == len(recs) {
+				require.Equal(t, len(data), p)
+			}
+		}
+		for range 30 {
+			budget := rng.Int63n(lens[len(recs)] + 2)
+			_, done, n, ok := walkPlainRaw(data, 0, len(recs), f.nullMarker, math.MaxInt64, budget)
+			require.LessOrEqual(t, n, budget)
+			require.Equal(t, lens[done], n)
+			if ok && done < len(recs) {
+				require.Greater(t, lens[done+1], budget, "stops before the record that crosses the budget")
+			}
+			if !ok {
+				require.Equal(t, taken, done)
+			}
+		}
+	}
 }

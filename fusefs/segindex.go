@@ -63,8 +63,27 @@ type segIndex struct {
 		// bad is the corruption found at scanned: the index (and every
 		// view) ends there, and reading up to it fails with it (EIO).
 		bad error
+		// starts are the latest answers of renderedBefore (a ring): an
+		// open of by-offset/N asks for N at its LOOKUP and again at its
+		// OPEN, and its first READ seeks to where N starts.
+		starts [startHints]startHint
+		next   int // the ring's next slot
 	}
 }
+
+// startHint is one answer of renderedBefore: the rendered length r of the
+// segment's records below from, and cp, the checkpoint of the batch
+// holding from (its file position and rendered start), from which a seek
+// to r reads that one batch.
+type startHint struct {
+	from int64
+	r    int64
+	cp   checkpoint
+	set  bool
+}
+
+// startHints is how many renderedBefore answers a segment index keeps.
+const startHints = 16
 
 // extend indexes the batches of the segment up to file position limit
 // (a committed size of the segment) and returns the indexed file position
@@ -82,7 +101,10 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 		return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
 	}
 	var (
-		rd = logChunk{prefetch: true}
+		// Measuring remembers the batches it checks in the engine's memo:
+		// a later seek in the segment reads them without checking them
+		// again.
+		rd = logChunk{prefetch: true, remember: true}
 		sc renderScratch
 	)
 	defer rd.free()
@@ -127,25 +149,56 @@ func (x *segIndex) seed(v *viewSizes, limit int64, ab *abortedSet) {
 	}
 }
 
-// locate returns the last checkpoint at or before rendered position rel.
-// The index must already cover rel.
+// locate returns the last checkpoint at or before rendered position rel:
+// of the index, or the batch start of a recent renderedBefore answer. The
+// index must already cover rel.
 func (x *segIndex) locate(rel int64) checkpoint {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	cps := x.mu.cps
 	i := sort.Search(len(cps), func(i int) bool { return cps[i].rpos > rel })
-	if i == 0 {
-		return checkpoint{}
+	cp := checkpoint{}
+	if i > 0 {
+		cp = cps[i-1]
 	}
-	return cps[i-1]
+	for _, h := range x.mu.starts {
+		if h.set && h.cp.fpos > cp.fpos && h.cp.rpos <= rel {
+			cp = h.cp
+		}
+	}
+	return cp
+}
+
+// startOf returns the recent renderedBefore answer for from, if any.
+func (x *segIndex) startOf(from int64) (startHint, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, h := range x.mu.starts {
+		if h.set && h.from == from {
+			return h, true
+		}
+	}
+	return startHint{}, false
+}
+
+// addStart keeps h among the recent renderedBefore answers.
+func (x *segIndex) addStart(h startHint) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.mu.starts[x.mu.next] = h
+	x.mu.next = (x.mu.next + 1) % startHints
 }
 
 // renderedBefore returns the rendered length of the segment's records
 // below offset from: where a view starting at from begins in the segment's
 // rendering. It costs a FindOffset, a binary search and at most one index
-// interval of rendering. The index must cover the segment up to limit, and
-// from's batch must lie below limit (or at it).
+// interval of measuring (the batch holding from only, when a checkpoint
+// starts it); a recent answer costs nothing. The index must cover the
+// segment up to limit, and from's batch must lie below limit (or at it).
 func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc) (int64, error) {
+	if h, ok := x.startOf(from); ok {
+		return h.r, nil
+	}
 	seg := x.key.seg
 	fpos, err := seg.FindOffset(from)
 	if err != nil {
@@ -183,6 +236,7 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		hi := int64(math.MaxInt64)
 		if pos == fpos {
 			hi = from // only the records of from's batch that come before it
+			cp = checkpoint{rpos: r, fpos: pos}
 		}
 		n, err := measureBatchRange(&b, x.key.format, hi, ab, &sc)
 		if err != nil {
@@ -192,6 +246,7 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		r += n
 		pos += int64(b.Size())
 	}
+	x.addStart(startHint{from: from, r: r, cp: cp, set: true})
 	return r, nil
 }
 
@@ -212,9 +267,14 @@ func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 	if b.IsControl() {
 		return 0, nil
 	}
-	if hi == math.MaxInt64 && rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
-		if n, ok := measurePlainRaw(b.Raw[record.HeaderSize:], int(b.RecordCount), f.nullMarker); ok {
-			return n, nil
+	if rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
+		data, count := b.Raw[record.HeaderSize:], int(b.RecordCount)
+		if hi == math.MaxInt64 {
+			if n, ok := measurePlainRaw(data, count, f.nullMarker); ok {
+				return n, nil
+			}
+		} else if p, done, n, ok := walkPlainRaw(data, 0, count, f.nullMarker, hi-b.BaseOffset, math.MaxInt64); ok && (done < count || p == len(data)) {
+			return n, nil // the records below hi, not decoded
 		}
 	}
 	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
@@ -371,6 +431,7 @@ func (chunkBufs) Put(b []byte)     { putBuf(b) }
 // segment is released.
 type logChunk struct {
 	prefetch bool
+	remember bool // the reader's Remember: the batches it checks go to the engine's memo
 	// onPanic reports a panic of the prefetch goroutine (the handle's,
 	// set by guard); without one it is logged on fallbackLog.
 	onPanic func(v any, stack []byte)
@@ -393,6 +454,7 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 			Prefetch: r.prefetch,
 			Ahead:    aheadDepth,
 			Buffers:  chunkBufs{},
+			Remember: r.remember,
 			OnPanic:  r.loaderPanicked,
 		})
 		r.rdPrefetch = r.prefetch

@@ -493,3 +493,38 @@ func TestViewReadAheadAcrossSeeks(t *testing.T) {
 		}
 	}
 }
+
+// TestByOffsetInsideBigBatches: views starting inside batches of 1000
+// records have the size and bytes of the rendering from their first
+// record, at the first open (measured) and at the next (a recent answer),
+// and reading them from their start seeks to that batch.
+func TestByOffsetInsideBigBatches(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.SegmentBytes = 1 << 20 // several segments
+	p := openTestPartition(t, cfg)
+	all := appendBigBatches(t, p, 25, 1000, 100)
+	require.Greater(t, len(p.Segments()), 2)
+	ps := newPartState(newFsys(nil, Options{}), asPart(p))
+	rng := rand.New(rand.NewSource(3))
+	for _, from := range []int64{0, 1, 999, 1000, 1001, 12345, 24999, int64(rng.Intn(25000)), int64(rng.Intn(25000))} {
+		want := all[from*101:]
+		for round := range 2 {
+			st, err := newViewState(context.Background(), ps, viewFormat{}, snapshotFrom(ps.p, from), func(*backend.Snapshot) (int64, error) { return from, nil })
+			require.NoError(t, err)
+			require.Equal(t, int64(len(want)), st.size(), "from %d round %d", from, round)
+			before := p.Stats().BytesRead
+			var c cursor
+			dest := make([]byte, 64<<10)
+			k, err := st.read(context.Background(), &c, dest, 0)
+			require.NoError(t, err)
+			require.Equal(t, string(want[:min(len(want), len(dest))]), string(dest[:k]), "from %d round %d", from, round)
+			assert.Less(t, p.Stats().BytesRead-before, int64(3*110_000), "one or two batches read")
+			off := rng.Int63n(int64(len(want)))
+			k, err = st.read(context.Background(), &c, dest[:777], off)
+			require.NoError(t, err)
+			require.Equal(t, string(want[off:min(int(off)+777, len(want))]), string(dest[:k]))
+			c.rd.free()
+			st.release()
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
+	"math"
 	"runtime"
 	"sort"
 	"sync"
@@ -394,6 +395,25 @@ func (c *cursor) pendRaw(f viewFormat) bool {
 	return true
 }
 
+// skipRaw moves the cursor over raw records towards pos without rendering
+// them (walkPlainRaw); the record that straddles pos is rendered into
+// pend, which deliverPend skips into. false: it met a record putPlainRaw
+// does not take (decode the rest of the batch instead).
+func (c *cursor) skipRaw(f viewFormat, pos int64) bool {
+	p, done, k, ok := walkPlainRaw(c.raw, c.rawP, c.rawLeft(), f.nullMarker, math.MaxInt64, pos-c.next)
+	c.rawP, c.rawDone, c.next = p, c.rawDone+done, c.next+k
+	switch {
+	case c.rawLeft() == 0 && c.rawP == len(c.raw):
+		c.raw = nil
+		return true
+	case !ok || c.rawLeft() == 0: // (bytes after the last record: decoding says what is wrong)
+		return false
+	case c.next < pos:
+		return c.pendRaw(f)
+	}
+	return true
+}
+
 // rawToRecs decodes the rest of the raw batch into recs (for a record
 // putPlainRaw does not take, or to skip within the batch), or returns the
 // batch's decoding error.
@@ -563,6 +583,9 @@ func (c *cursor) skipRecord(f viewFormat, pos int64) {
 // make it decode the rest of the batch into c.recs instead.
 func (st *viewState) renderRaw(c *cursor, dest []byte, n int, pos int64) (int, readStep, error) {
 	f := st.format
+	if pos > c.next && c.skipRaw(f, pos) {
+		return n, stepOn, nil
+	}
 	if pos == c.next {
 		k, p, m := putPlainRaw(dest, n, c.raw, c.rawP, c.rawLeft(), f.nullMarker)
 		c.next += int64(k - n)

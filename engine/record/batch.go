@@ -62,8 +62,6 @@ const (
 	attrDeleteHorizon = 0x40
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Batch is one top-level entry of a .log file: a v2 RecordBatch or a legacy
 // (magic 0/1) message, possibly a compressed wrapper. Raw aliases the bytes
 // it was parsed from (12 + Length bytes).
@@ -151,7 +149,7 @@ func (b *Batch) Verify() error {
 		if b.Length < v2MinLength {
 			return fmt.Errorf("%w: offset %d: batch length %d < %d", ErrCorrupt, b.BaseOffset, b.Length, v2MinLength)
 		}
-		if got := crc32.Checksum(b.Raw[offAttributes:], castagnoli); got != b.CRC {
+		if got := checksumCastagnoli(b.Raw[offAttributes:]); got != b.CRC {
 			return fmt.Errorf("%w: offset %d: crc32c %d, stored %d", ErrCorrupt, b.BaseOffset, got, b.CRC)
 		}
 		return nil
@@ -360,7 +358,7 @@ func updateCRC(raw []byte) {
 	if n < HeaderSize || n > len(raw) {
 		n = len(raw)
 	}
-	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:n], castagnoli))
+	binary.BigEndian.PutUint32(raw[offCRC:], checksumCastagnoli(raw[offAttributes:n]))
 }
 
 // IncrementSequence adds inc to a producer sequence number, wrapping past

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/bits"
 	"sync"
@@ -129,7 +128,7 @@ func Encode(dst []byte, spec BatchSpec, recs []Record) ([]byte, error) {
 
 	h := dst[start : start+HeaderSize]
 	spec.putHeader(h, spec.attributes(codec, horizon), length, lastDelta, baseTs, maxTs, len(recs))
-	binary.BigEndian.PutUint32(h[offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
+	binary.BigEndian.PutUint32(h[offCRC:], checksumCastagnoli(dst[start+offAttributes:]))
 	return dst, nil
 }
 
@@ -395,7 +394,7 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 			maxTs = max(maxTs, ts)
 			n++
 			if w-mark >= crcStride {
-				crc = crc32.Update(crc, castagnoli, buf[mark:w])
+				crc = updateCastagnoli(crc, buf[mark:w])
 				mark = w
 			}
 			continue
@@ -443,7 +442,7 @@ func EncodeSequential(dst []byte, spec BatchSpec, recs []Record, nowMs int64, ma
 		maxTs = max(maxTs, ts)
 		n++
 		if w-mark >= crcStride {
-			crc = crc32.Update(crc, castagnoli, buf[mark:w])
+			crc = updateCastagnoli(crc, buf[mark:w])
 			mark = w
 		}
 	}
@@ -491,10 +490,10 @@ func finishSequential(orig, buf []byte, start, w, mark int, crc uint32, spec Bat
 		// Nothing folded yet (a body under crcStride, still in cache): one
 		// pass over header and body costs less than a combination, which
 		// rebuilds a table (docs/PERFORMANCE.md, engine append).
-		crc = crc32.Checksum(buf[start+offAttributes:w], castagnoli)
+		crc = checksumCastagnoli(buf[start+offAttributes : w])
 	} else {
-		crc = crc32.Update(crc, castagnoli, buf[mark:w])
-		crc = crc32cCombine(crc32.Checksum(h[offAttributes:], castagnoli), crc, body)
+		crc = updateCastagnoli(crc, buf[mark:w])
+		crc = crc32cCombine(checksumCastagnoli(h[offAttributes:]), crc, body)
 	}
 	binary.BigEndian.PutUint32(h[offCRC:], crc)
 	return buf[:w], SequentialInfo{Records: n, Size: w - start, MaxTimestamp: maxTs}, nil

@@ -3,7 +3,6 @@ package record
 import (
 	"bytes"
 	"fmt"
-	"hash/crc32"
 	"math"
 )
 
@@ -94,7 +93,7 @@ func EncodeLines(dst []byte, spec BatchSpec, lines []byte, nowMs int64, maxBytes
 		n++
 		rest = rest[i+1:]
 		if w-mark >= crcStride {
-			crc = crc32.Update(crc, castagnoli, buf[mark:w])
+			crc = updateCastagnoli(crc, buf[mark:w])
 			mark = w
 		}
 	}

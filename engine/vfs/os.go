@@ -70,7 +70,17 @@ func (f *OSFile) Mmap(size int) ([]byte, error) {
 	return b, nil
 }
 
-// Munmap unmaps a mapping returned by Mmap.
+// MmapReadOnly maps the first size bytes of the file shared, read-only
+// (size may run past the end of the file; those pages fault when read).
+func (f *OSFile) MmapReadOnly(size int) ([]byte, error) {
+	b, err := unix.Mmap(int(f.File.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
+	}
+	return b, nil
+}
+
+// Munmap unmaps a mapping returned by Mmap or MmapReadOnly.
 func (f *OSFile) Munmap(b []byte) error {
 	if err := unix.Munmap(b); err != nil {
 		return &os.PathError{Op: "munmap", Path: f.Name(), Err: err}

@@ -94,3 +94,11 @@ type Mmapper interface {
 	Mmap(size int) ([]byte, error)
 	Munmap(b []byte) error
 }
+
+// ReadMmapper is implemented by Files that can be mapped read-only (the
+// OS files). MmapReadOnly maps the first size bytes MAP_SHARED; pages past
+// the file's end fault when read.
+type ReadMmapper interface {
+	MmapReadOnly(size int) ([]byte, error)
+	Munmap(b []byte) error
+}
