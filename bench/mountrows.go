@@ -64,7 +64,10 @@ func mountAppend(ctx context.Context, r *runner) (rows []Row, err error) {
 	defer os.Remove(lines)
 	size := n * int64(viewValueSize+1)
 
-	m, err := r.startMount(ctx, r.path("append-data"), nil)
+	// Each run's topic is deleted after it, as the baseline's copy is:
+	// with no delete delay its files go at once (the default keeps a
+	// deleted topic file.delete.delay.ms, as a broker does).
+	m, err := r.startMount(ctx, r.path("append-data"), map[string]string{"file.delete.delay.ms": "0"})
 	if err != nil {
 		return nil, err
 	}
