@@ -203,6 +203,16 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 
 // startCheckpointLoop writes the checkpoints at every tick until Close.
 func (d *LogDir) startCheckpointLoop(tick <-chan time.Time, stopTicker func()) {
+	d.every(tick, stopTicker, func() {
+		if err := d.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+			d.log.Warn("writing checkpoints", "path", d.path, "err", err)
+		}
+	})
+}
+
+// every runs fn in the background at every tick until Close, then stops
+// the ticker (stopTicker, if not nil).
+func (d *LogDir) every(tick <-chan time.Time, stopTicker func(), fn func()) {
 	if d.stop == nil {
 		d.stop = make(chan struct{})
 	}
@@ -217,9 +227,7 @@ func (d *LogDir) startCheckpointLoop(tick <-chan time.Time, stopTicker func()) {
 			case <-d.stop:
 				return
 			case <-tick:
-				if err := d.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
-					d.log.Warn("writing checkpoints", "path", d.path, "err", err)
-				}
+				fn()
 			}
 		}
 	}()

@@ -90,21 +90,7 @@ func (d *LogDir) PendingTopicDeletions() []string {
 
 // startDeleteLoop removes due -delete directories at every tick until Close.
 func (d *LogDir) startDeleteLoop(tick <-chan time.Time, stopTicker func()) {
-	d.loop.Add(1)
-	go func() {
-		defer d.loop.Done()
-		if stopTicker != nil {
-			defer stopTicker()
-		}
-		for {
-			select {
-			case <-d.stop:
-				return
-			case <-tick:
-				d.RemoveDeletedTopics(d.now())
-			}
-		}
-	}()
+	d.every(tick, stopTicker, func() { d.RemoveDeletedTopics(d.now()) })
 }
 
 // removeInBackground removes dir now, in the background (Close waits).

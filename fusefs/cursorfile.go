@@ -86,19 +86,24 @@ func (c *cursorContent) ends() map[int]int64 {
 	return m
 }
 
-// ids returns the partitions the file covers.
-func (n *cursorNode) ids(t backend.Topic) ([]int, error) {
+// ids looks the topic up and returns it with the partitions the file
+// covers.
+func (n *cursorNode) ids(ctx context.Context) (backend.Topic, []int, error) {
+	t, err := n.fsys.topic(ctx, n.topic, n.gen)
+	if err != nil {
+		return nil, nil, err
+	}
 	if n.id >= 0 {
 		if _, err := t.Partition(n.id); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return []int{n.id}, nil
+		return t, []int{n.id}, nil
 	}
 	ids := make([]int, t.NumPartitions())
 	for i := range ids {
 		ids[i] = i
 	}
-	return ids, nil
+	return t, ids, nil
 }
 
 // content builds the file's content now: each partition from the
@@ -109,11 +114,7 @@ func (n *cursorNode) content(ctx context.Context, atOpen bool) (*cursorContent, 
 	if err != nil {
 		return nil, err
 	}
-	t, err := n.fsys.topic(ctx, n.topic, n.gen)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := n.ids(t)
+	t, ids, err := n.ids(ctx)
 	if err != nil {
 		return nil, err
 	}

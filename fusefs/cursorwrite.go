@@ -90,11 +90,7 @@ func (n *cursorNode) move(ctx context.Context, line string) syscall.Errno {
 // earliest, latest, or any time by-time/ takes (the first record at or
 // after it).
 func (n *cursorNode) resolve(ctx context.Context, line string) (map[int]int64, error) {
-	t, err := n.fsys.topic(ctx, n.topic, n.gen)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := n.ids(t)
+	t, ids, err := n.ids(ctx)
 	if err != nil {
 		return nil, err
 	}
