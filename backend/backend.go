@@ -139,6 +139,16 @@ type TailSnapshotter interface {
 	SnapshotLast(ctx context.Context, n int64) (*Snapshot, error)
 }
 
+// RecordReader is a Partition that reads one record by its offset in
+// place (the local engine: one index lookup and one read of the record's
+// bytes) instead of through a Snapshot.
+type RecordReader interface {
+	// ReadRecord calls fn with the first record at or after offset and the
+	// header of its batch (Raw nil); ErrOffsetOutOfRange if there is none.
+	// What fn gets is valid only during the call.
+	ReadRecord(ctx context.Context, offset int64, fn func(b *record.Batch, r *record.Record) error) error
+}
+
 // FromStart asks Snapshot for every retained record.
 const FromStart = -1
 

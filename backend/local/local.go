@@ -249,7 +249,24 @@ type Partition struct {
 var (
 	_ backend.Partition       = (*Partition)(nil)
 	_ backend.TailSnapshotter = (*Partition)(nil)
+	_ backend.RecordReader    = (*Partition)(nil)
 )
+
+// pointReaders are the engine's point readers ReadRecord reuses (one is
+// not safe for concurrent use).
+var pointReaders = sync.Pool{New: func() any { return new(engine.PointReader) }}
+
+// ReadRecord reads the first record at or after offset with the engine's
+// point reader.
+func (p *Partition) ReadRecord(ctx context.Context, offset int64, fn func(b *record.Batch, r *record.Record) error) error {
+	pr := pointReaders.Get().(*engine.PointReader)
+	defer pointReaders.Put(pr)
+	rec, err := pr.ReadRecord(p.Partition, offset)
+	if err != nil {
+		return err
+	}
+	return fn(&rec.Batch, &rec.Record)
+}
 
 // Engine returns the engine's partition.
 func (p *Partition) Engine() *engine.Partition { return p.Partition }

@@ -50,7 +50,9 @@ var rules = []rule{
 	{"internal/panics", nil}, // standard library only
 	{"policies", join(engineAll, engineThirdParty, []string{mod + "/internal/panics"})},
 	{"fusefs", join(engineAll, engineThirdParty, []string{
-		mod + "/policies", mod + "/internal/panics", "github.com/hanwen/go-fuse/v2"})},
+		mod + "/policies", mod + "/internal/panics", mod + "/keyindex", "github.com/hanwen/go-fuse/v2"})},
+	// The key index works on the backend seam alone, so both modes share it.
+	{"keyindex", join(engineLeaves, engineThirdParty, []string{mod + "/backend", mod + "/internal/panics"})},
 	{"tools", join(engineAll, engineThirdParty)},
 	// Cluster mode: franz-go, the backend seam, and the engine's public API
 	// for its local copy of what it fetched (the Mirror).
