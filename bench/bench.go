@@ -232,6 +232,7 @@ var workloads = []workload{
 	{name: "engine-read", run: engineRead},
 	{name: "engine-point", run: enginePoint},
 	{name: "cleaner", run: cleanerThroughput},
+	{name: "key-index", run: keyIndexRows},
 	{name: "mount-append", mount: true, run: mountAppend},
 	{name: "mount-read", mount: true, run: mountRead},
 	{name: "mount-segments", mount: true, run: mountSegments},

@@ -549,3 +549,7 @@ func kafkaName(name string) bool {
 	}
 	return true
 }
+
+// CacheDir is the directory of the local copies (Options.CacheDir, with
+// its default applied): where other scratch files of the mount belong too.
+func (c *Cluster) CacheDir() string { return c.opts.CacheDir }

@@ -46,6 +46,7 @@ type Config struct {
 	NullMarker               string  // null.marker: prints (and parses) a null value
 	PrintKey                 bool    // print.key: views print key<separator>value
 	CursorStart              string  // cursor.start: where a new cursor starts, earliest or latest
+	KeyIndexMemoryBytes      int64   // key.index.memory.bytes (mount-wide): heap of the by-key/ indexes
 }
 
 // DefaultConfig returns Kafka's defaults plus topicfs's.
@@ -81,6 +82,7 @@ func DefaultConfig() Config {
 		NullMarker:               "",
 		PrintKey:                 false,
 		CursorStart:              "earliest",
+		KeyIndexMemoryBytes:      64 << 20,
 	}
 }
 
@@ -181,7 +183,13 @@ var settings = []setting{
 	{name: "null.marker", str: func(c *Config) *string { return &c.NullMarker }, check: checkOneLine},
 	{name: "print.key", b: func(c *Config) *bool { return &c.PrintKey }},
 	{name: "cursor.start", str: func(c *Config) *string { return &c.CursorStart }, check: oneOf("earliest", "latest")},
+	// One table of 1,024 slots at least; above the top, tables spill to
+	// files anyway, so a larger heap would only hold the machine's memory.
+	intSetting("key.index.memory.bytes", func(c *Config) *int64 { return &c.KeyIndexMemoryBytes }, 16384, MaxKeyIndexMemory),
 }
+
+// MaxKeyIndexMemory bounds key.index.memory.bytes (64 GiB).
+const MaxKeyIndexMemory = 64 << 30
 
 // SettingRange returns the values a numeric setting accepts, as text
 // ("14 to 2147483647"; "0 to 1" for the ratio), or false for a setting
@@ -298,10 +306,10 @@ func ConfigNames() []string {
 }
 
 // IsTopicSetting reports whether name is a known per-topic setting; the
-// log.cleaner.* settings are mount-wide.
+// log.cleaner.* settings and key.index.memory.bytes are mount-wide.
 func IsTopicSetting(name string) bool {
 	_, ok := findSetting(name)
-	return ok && !strings.HasPrefix(name, "log.cleaner.")
+	return ok && !strings.HasPrefix(name, "log.cleaner.") && name != "key.index.memory.bytes"
 }
 
 // Get returns the value of name as Set accepts it.

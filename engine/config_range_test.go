@@ -36,6 +36,7 @@ var configRanges = []struct{ name, min, max string }{
 	{"log.cleaner.io.buffer.load.factor", "0 (excluded)", "1"},
 	{"batch.size", "0", "67108864"},
 	{"linger.ms", "0", "9223372036854"},
+	{"key.index.memory.bytes", "16384", "68719476736"},
 }
 
 // rangeProbe is one value tried against a setting's bounds.

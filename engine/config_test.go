@@ -44,6 +44,7 @@ var configTable = []struct{ name, def string }{
 	{"null.marker", ""},
 	{"print.key", "false"},
 	{"cursor.start", "earliest"},
+	{"key.index.memory.bytes", "67108864"},
 }
 
 func TestConfigDefaultsAndNames(t *testing.T) {
@@ -68,7 +69,7 @@ func TestConfigEveryNameHasItsOwnField(t *testing.T) {
 	alt := map[string]string{
 		"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.25", "compression.type": "zstd",
 		"message.timestamp.type": "LogAppendTime", "parse.key": "true", "print.key": "true",
-		"key.separator": ":", "null.marker": "NULL", "cursor.start": "latest",
+		"key.separator": ":", "null.marker": "NULL", "cursor.start": "latest", "key.index.memory.bytes": "77777",
 		"log.cleaner.threads": "7", "log.cleaner.dedupe.buffer.size": "7777777", "log.cleaner.io.buffer.load.factor": "0.75",
 	}
 	seen := map[int]string{}

@@ -33,6 +33,9 @@ func (s *statsNode) render(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b, err = s.withKeyIndex(b); err != nil {
+		return nil, err
+	}
 	cb, err := s.fsys.cursorsOf()
 	if err != nil {
 		return b, nil

@@ -58,6 +58,7 @@ type fsys struct {
 	passthrough atomic.Bool
 	refusedOnce sync.Once   // the warning that the kernel did not take one
 	curLocks    cursorLocks // cursors open for reading (cursors.go)
+	keys        *keyIndexes // by-key/ (keyindexes.go)
 
 	mu struct {
 		sync.Mutex
@@ -83,6 +84,11 @@ func newFsys(b backend.Backend, opts Options) *fsys {
 		f.local = lb.LogDir()
 	}
 	f.sizes = newViewSizes(f.local, opts.ReadOnly, f.log)
+	spill := opts.KeyIndexDir
+	if spill == "" && f.local != nil {
+		spill = f.local.Path()
+	}
+	f.keys = newKeyIndexes(f, opts.KeyIndexMemory, spill)
 	f.mu.gens = map[string]uint64{}
 	f.mu.parts = map[backend.Partition]*partState{}
 	f.mu.writers = map[string]int{}

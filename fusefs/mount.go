@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/backend/local"
@@ -41,6 +42,12 @@ type Options struct {
 	// kernel. Without it, sealed segments' files are read by the kernel
 	// straight from disk where the kernel and the process allow it.
 	NoPassthrough bool
+	// KeyIndexMemory is key.index.memory.bytes: the heap all by-key/
+	// indexes of the mount may use together (0: DefaultKeyIndexMemory).
+	// Tables past it spill to files in KeyIndexDir ("" for a local mount:
+	// the data directory; "" in cluster mode: no spilling).
+	KeyIndexMemory int64
+	KeyIndexDir    string
 
 	indexEntries int           // segment indexes kept (0: indexCacheEntries); tests lower it
 	sizesEvery   time.Duration // ViewSizesFile save interval (0: viewSizesEvery); tests lower it
@@ -86,6 +93,7 @@ func (s *Server) Wait() {
 	s.finish.Do(func() {
 		close(s.stop)
 		<-s.stopped
+		s.f.keys.close()
 		s.finalSave()
 	})
 }
@@ -181,5 +189,6 @@ func MountBackend(mountpoint string, b backend.Backend, opts Options) (*Server, 
 	f.setupPassthrough(srv)
 	s := &Server{Server: srv, f: f, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go s.saveSizesGuarded(cmp.Or(opts.sizesEvery, viewSizesEvery))
+	go f.keys.startTables(context.Background())
 	return s, nil
 }

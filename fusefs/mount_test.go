@@ -143,7 +143,7 @@ func (m *testMount) partition(t *testing.T, topic string, id int) *engine.Partit
 func TestEchoThenCat(t *testing.T) {
 	m := newTestMount(t, mountOpts{})
 	m.sh(t, `mkdir $MNT/t`)
-	assert.Equal(t, "append\nappend.jsonl\nconfig\ncursors\nstats\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
+	assert.Equal(t, "append\nappend.jsonl\nby-key\nconfig\ncursors\nstats\n0\n", m.sh(t, `ls -1 -U $MNT/t`))
 	m.sh(t, `echo hello > $MNT/t/0/append`)
 	m.sh(t, `echo world >> $MNT/t/0/append`)
 	m.sh(t, `echo topic-level > $MNT/t/append`)
@@ -276,7 +276,7 @@ func TestMkdirUsesTopicPartitionCount(t *testing.T) {
 		overrides: map[string]map[string]string{"wide": {"num.partitions": "3"}},
 	})
 	out := m.sh(t, `mkdir $MNT/wide $MNT/plain && ls $MNT/wide && echo -- && ls $MNT/plain`)
-	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nconfig\ncursors\nstats\n--\n0\n1\nappend\nappend.jsonl\nconfig\ncursors\nstats\n", out)
+	assert.Equal(t, "0\n1\n2\nappend\nappend.jsonl\nby-key\nconfig\ncursors\nstats\n--\n0\n1\nappend\nappend.jsonl\nby-key\nconfig\ncursors\nstats\n", out)
 	for name, n := range map[string]int{"wide": 3, "plain": 2} {
 		tp, err := m.d.Topic(name)
 		require.NoError(t, err)

@@ -59,8 +59,11 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		mk = func() fs.InodeEmbedder {
 			return &statsNode{fsys: t.fsys, loc: partLoc{topic: t.name, gen: t.gen, id: -1}}
 		}
-	case "cursors":
+	case "cursors", "by-key":
 		ch := t.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(t.gen, t.name, name), Gen: t.gen + 1}, func() fs.InodeEmbedder {
+			if name == "by-key" {
+				return &byKeyDir{dirBase: dirBase{fsys: t.fsys}, topic: t.name, gen: t.gen}
+			}
 			return &cursorsDir{dirBase: dirBase{fsys: t.fsys}, topic: t.name, gen: t.gen, id: -1}
 		})
 		t.fsys.dirAttr(&out.Attr)
@@ -87,6 +90,7 @@ func (t *topicNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	entries := []fuse.DirEntry{
 		{Name: "append", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append")},
 		{Name: "append.jsonl", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append.jsonl")},
+		{Name: "by-key", Mode: syscall.S_IFDIR, Ino: ino(t.gen, t.name, "by-key")},
 		{Name: "config", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "config")},
 		{Name: "cursors", Mode: syscall.S_IFDIR, Ino: ino(t.gen, t.name, "cursors")},
 		{Name: "stats", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "stats")},

@@ -45,6 +45,7 @@ type Index struct {
 	mu     sync.Mutex // guards t, next, sc and the catch-up
 	t      *table
 	next   int64 // records below next are indexed
+	added  int64 // records indexed since the last noteCounts
 	closed bool
 	sc     scanner
 
@@ -131,6 +132,14 @@ func (x *Index) follow(ctx context.Context) {
 			close(x.built)
 			first = false
 		}
+		if gone(err) {
+			x.log.Info("key index: partition gone; stopped following", "err", err)
+			x.mu.Lock()
+			x.t.free()
+			x.t, x.closed = nil, true
+			x.mu.Unlock()
+			return
+		}
 		wait := (<-chan time.Time)(nil)
 		if err != nil && ctx.Err() == nil {
 			x.log.Warn("key index: catching up failed; retrying", "err", err)
@@ -143,6 +152,12 @@ func (x *Index) follow(ctx context.Context) {
 		case <-wait:
 		}
 	}
+}
+
+// gone reports an error after which the partition will never answer.
+func gone(err error) bool {
+	return errors.Is(err, backend.ErrClosed) || errors.Is(err, backend.ErrUnknownTopic) ||
+		errors.Is(err, backend.ErrUnknownPartition)
 }
 
 // guardedCatchUp is catchUp with a panic turned into this catch-up's error.
@@ -209,7 +224,7 @@ func (x *Index) catchUp(ctx context.Context) error {
 		x.t, x.next = nil, 0
 	}
 	if x.t == nil {
-		t, err := newTable(x.budget, minSlots)
+		t, err := newTable(x.budget, initialSlots(offs.End-offs.LogStart))
 		if err != nil {
 			x.setErr(err)
 			return err
@@ -221,16 +236,25 @@ func (x *Index) catchUp(ctx context.Context) error {
 	from := max(x.next, offs.LogStart)
 	end, err := x.sc.scan(ctx, x.p, from, x.add)
 	if err != nil {
+		x.noteCounts()
 		x.setErr(err)
 		return err
 	}
 	x.next = max(x.next, end)
+	x.noteCounts()
 	x.indexed.Store(x.next)
 	x.lastErr.Store(nil)
 	return nil
 }
 
 func (x *Index) setErr(err error) { x.lastErr.Store(&err) }
+
+// noteCounts publishes the table's counters for Stats (x.mu held).
+func (x *Index) noteCounts() {
+	x.live.Store(int64(x.t.live))
+	x.records.Add(x.added)
+	x.added = 0
+}
 
 func (x *Index) noteTable() {
 	x.slotsB.Store(x.t.bytes())
@@ -242,7 +266,7 @@ func (x *Index) add(r *record.Record) error {
 	if r.Key == nil {
 		return nil // a keyless record belongs to no key
 	}
-	if x.t.full() {
+	if x.t.full() && !x.prune() {
 		nt, err := x.t.grown()
 		if err != nil {
 			return fmt.Errorf("key index of %s-%d: %w", x.p.Topic(), x.p.ID(), err)
@@ -255,10 +279,52 @@ func (x *Index) add(r *record.Record) error {
 		word |= tombBit
 	}
 	x.t.put(x.hash(r.Key), word)
-	x.live.Store(int64(x.t.live))
-	x.records.Add(1)
+	x.added++
 	return nil
 }
+
+// prune drops the tombstone entries whose record is gone (the cleaner
+// removes a tombstone once delete.retention.ms has passed), so a table of
+// keys that come and go does not grow with every key ever deleted. It runs
+// only when a full table is at least a quarter tombstones, and only where
+// records can be read in place (RecordReader: one read each); it reports
+// whether it freed enough (an eighth of the entries) to skip growing.
+// x.mu is held.
+func (x *Index) prune() bool {
+	if _, ok := x.p.(backend.RecordReader); !ok || (x.t.n-x.t.live)*4 < x.t.n {
+		return false
+	}
+	var tombs [][2]uint64
+	x.t.each(func(h, word uint64) bool {
+		if word&tombBit != 0 {
+			tombs = append(tombs, [2]uint64{h, word})
+		}
+		return true
+	})
+	freed := 0
+	for _, e := range tombs {
+		if _, found, err := x.readAt(context.Background(), int64(e[1]&^tombBit)); err == nil && !found {
+			x.t.remove(e[0])
+			freed++
+		}
+	}
+	x.log.Debug("key index: dropped tombstones the cleaner removed", "dropped", freed, "tombstones", len(tombs))
+	return freed*8 >= x.t.n
+}
+
+// initialSlots sizes a new table for a partition of n records: room for
+// n distinct keys without growing, up to maxInitialSlots (a log of many
+// records may hold few keys; past that the table doubles as it fills).
+func initialSlots(n int64) int {
+	s := minSlots
+	for int64(s)*3 < n*4 && s < maxInitialSlots {
+		s *= 2
+	}
+	return s
+}
+
+// maxInitialSlots bounds a new table (16 MiB).
+const maxInitialSlots = 1 << 20
 
 // Stats returns the index's counters without waiting for a build.
 func (x *Index) Stats() Stats {

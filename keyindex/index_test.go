@@ -272,3 +272,61 @@ func TestIndexLongKeys(t *testing.T) {
 	assert.Equal(t, "big", string(e.Value))
 	assert.ElementsMatch(t, []string{long, "short"}, listed(t, x))
 }
+
+// TestIndexDropsCleanedTombstones: keys written and deleted, whose
+// tombstones the cleaner then removed, do not keep the table growing.
+func TestIndexDropsCleanedTombstones(t *testing.T) {
+	d, p := testPartition(t, vfs.NewMem(), "/data", map[string]string{
+		"cleanup.policy": "compact", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "65536",
+	})
+	var recs []record.Record
+	for i := range 5000 {
+		recs = append(recs, kv(fmt.Sprint("old", i), "v"))
+	}
+	for i := range 5000 {
+		recs = append(recs, tombstone(fmt.Sprint("old", i)))
+	}
+	for i := 0; i < len(recs); i += 500 {
+		appendRecs(t, p, recs[i:i+500]...)
+	}
+	x := openIndex(t, p, NewBudget(1<<30, ""))
+	require.NoError(t, x.Ready(context.Background()))
+	slots := x.Stats().TableBytes
+	s := policies.NewScheduler(d, policies.Options{Logger: slog.New(slog.DiscardHandler)})
+	for range 3 {
+		require.NoError(t, p.Roll())
+		_, err := s.CleanPartition(p.Engine(), true)
+		require.NoError(t, err)
+		appendRecs(t, p, kv("tick", "x")) // a record past the cleaned ones, for the next roll
+	}
+	var left int
+	for _, r := range readAllRecords(t, p) {
+		if r.Value == nil {
+			left++
+		}
+	}
+	require.Less(t, left, 100, "the cleaner removed the tombstones")
+	tick := "x"
+	model := map[string]*string{"tick": &tick}
+	for i := range 8000 {
+		v := fmt.Sprint(i)
+		model[fmt.Sprint("new", i)] = &v
+		recs = append(recs[:0], kv(fmt.Sprint("new", i), v))
+		appendRecs(t, p, recs...)
+	}
+	checkModel(t, x, model, "old1", "old4999")
+	assert.Equal(t, slots, x.Stats().TableBytes, "the table made room by dropping cleaned tombstones, not by growing")
+}
+
+// readAllRecords reads every data record of p.
+func readAllRecords(t *testing.T, p backend.Partition) []record.Record {
+	t.Helper()
+	var out []record.Record
+	var sc scanner
+	_, err := sc.scan(context.Background(), p, 0, func(r *record.Record) error {
+		out = append(out, record.Record{Offset: r.Offset, Key: clone(r.Key), Value: clone(r.Value)})
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}

@@ -81,7 +81,7 @@ func (x *Index) drop(h, word uint64) {
 	}
 	if w, ok := x.t.get(h); ok && w == word {
 		x.t.remove(h)
-		x.live.Store(int64(x.t.live))
+		x.noteCounts()
 	}
 }
 
@@ -150,30 +150,46 @@ func (x *Index) List(ctx context.Context, fn func(key []byte) error) error {
 	if err := x.ready(ctx); err != nil {
 		return err
 	}
-	chunk := make([]uint64, 0, 2*listChunk)
-	for slot := 0; ; slot += listChunk {
-		x.mu.Lock()
-		if x.t == nil || slot >= x.t.slots() {
-			x.mu.Unlock()
-			return nil
+	for slot := 0; ; {
+		next, err := x.ListChunk(ctx, slot, fn)
+		if err != nil || next < 0 {
+			return err
 		}
-		chunk = append(chunk[:0], x.t.w[2*slot:2*min(slot+listChunk, x.t.slots())]...)
-		x.mu.Unlock()
-		for i := 0; i < len(chunk); i += 2 {
-			h, word := chunk[i], chunk[i+1]
-			if h == 0 || word&tombBit != 0 {
-				continue
-			}
-			e, found, err := x.readAt(ctx, int64(word))
-			if err != nil {
-				return err
-			}
-			if !found || e.Value == nil || x.hash(e.Key) != h {
-				continue // deleted by retention, or a key whose hash another took
-			}
-			if err := fn(e.Key); err != nil {
-				return err
-			}
-		}
+		slot = next
 	}
 }
+
+// ListChunk is one step of List without the catch-up: the live keys of
+// the table's slots from slot on, a few thousand slots at a time. It
+// returns the slot to go on from, or -1 at the end.
+func (x *Index) ListChunk(ctx context.Context, slot int, fn func(key []byte) error) (int, error) {
+	x.mu.Lock()
+	if x.t == nil || slot >= x.t.slots() {
+		x.mu.Unlock()
+		return -1, nil
+	}
+	end := min(slot+listChunk, x.t.slots())
+	chunk := append([]uint64(nil), x.t.w[2*slot:2*end]...)
+	x.mu.Unlock()
+	for i := 0; i < len(chunk); i += 2 {
+		h, word := chunk[i], chunk[i+1]
+		if h == 0 || word&tombBit != 0 {
+			continue
+		}
+		e, found, err := x.readAt(ctx, int64(word))
+		if err != nil {
+			return -1, err
+		}
+		if !found || e.Value == nil || x.hash(e.Key) != h {
+			continue // deleted by retention, or a key whose hash another took
+		}
+		if err := fn(e.Key); err != nil {
+			return -1, err
+		}
+	}
+	return end, nil
+}
+
+// Ready waits for the index's first build and catches up with the
+// partition (List does this itself; ListChunk does not).
+func (x *Index) Ready(ctx context.Context) error { return x.ready(ctx) }

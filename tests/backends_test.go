@@ -49,6 +49,15 @@ var backendCases = []backendCase{
 	{"cursor busy", `seq 1 3 > $MNT/t/0/append; exec 3< $MNT/t/0/cursors/c; cat $MNT/t/0/cursors/c 2>&1 || true; exec 3<&-`, "Device or resource busy"},
 	{"cursor starts at latest", `echo cursor.start=latest > $MNT/t/config; seq 1 3 > $MNT/t/0/append; wc -l < $MNT/t/0/cursors/c; echo 4 > $MNT/t/0/append; cat $MNT/t/0/cursors/c`, "0\n4\n"},
 	{"cursor stats", `seq 1 5 > $MNT/t/0/append; echo 2 > $MNT/t/0/cursors/c; jq -c .cursors $MNT/t/0/stats; jq -c .cursors $MNT/t/stats`, "{\"c\":{\"offset\":2,\"lag\":3}}\n{\"c\":{\"offsets\":{\"0\":2},\"lag\":3}}\n"},
+	// Keyed views (README, Keyed views): the latest value per key.
+	{"by-key reads the latest value", `echo parse.key=true > $MNT/t/config; printf 'a\t1\nb\t2\na\t3\n' > $MNT/t/append; cat $MNT/t/by-key/a; cat $MNT/t/by-key/b`, "3\n2\n"},
+	{"by-key write and read back", `echo hello > $MNT/t/by-key/k; cat $MNT/t/by-key/k; echo again > $MNT/t/by-key/k; cat $MNT/t/by-key/k; jq -r .key $MNT/t/0/by-offset/-1.jsonl`, "hello\nagain\nk\n"},
+	{"by-key ls and rm", `echo 1 > $MNT/t/by-key/x; echo 2 > $MNT/t/by-key/y; ls $MNT/t/by-key | tr '\n' ' '; rm $MNT/t/by-key/x; ls $MNT/t/by-key | tr '\n' ' '; cat $MNT/t/by-key/x 2>/dev/null || echo gone`, "x y y gone\n"},
+	{"by-key name naming no key", `{ echo v > "$MNT/t/by-key/50%"; } 2>&1 || true; ls "$MNT/t/by-key/50%" 2>&1 || true`, "Invalid argument\nls: cannot access"},
+	{"by-key absent key", `cat $MNT/t/by-key/none 2>&1 || true; rm $MNT/t/by-key/none 2>&1 || true`, "No such file or directory\nrm: cannot remove"},
+	{"by-key escaped names", `printf 'a/b\x01v\n' | tr '\001' '\t' > /dev/null; echo v > "$MNT/t/by-key/a%2Fb"; echo w > "$MNT/t/by-key/%2E"; ls $MNT/t/by-key | tr '\n' ' '; cat "$MNT/t/by-key/a%2fb"`, "%2E a%2Fb v\n"},
+	{"by-key empty value", `echo a > $MNT/t/by-key/k; : > $MNT/t/by-key/k; stat -c %s $MNT/t/by-key/k; touch $MNT/t/by-key/new; cat $MNT/t/by-key/new | wc -c`, "1\n1\n"},
+	{"by-key size and append", `echo abc > $MNT/t/by-key/k; stat -c %s $MNT/t/by-key/k; echo def >> $MNT/t/by-key/k; cat $MNT/t/by-key/k`, "4\nabc\ndef\n"},
 	{"topic cursor", `echo num.partitions=2 > $MNT/t/config; printf '1\n2\n' > $MNT/t/0/append; echo 3 > $MNT/t/1/append; cat $MNT/t/cursors/c; echo 4 > $MNT/t/1/append; cat $MNT/t/cursors/c; cat $MNT/t/1/cursors/c | wc -l`, "1\n2\n3\n4\n0\n"},
 }
 

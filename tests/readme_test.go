@@ -159,6 +159,7 @@ var configDocs = map[string]configDoc{
 	"null.marker":                       {"text that stands for a null value: appended with parse.key it is a tombstone; views print it for tombstones", "null.literal (kafka-console-consumer)"},
 	"print.key":                         {"views print key, key.separator, value", "kafka-console-consumer property"},
 	"cursor.start":                      {"where a cursor read for the first time starts: `earliest` or `latest`", "auto.offset.reset (consumer)"},
+	"key.index.memory.bytes":            {"mount-wide: heap of all `by-key/` indexes; past it they spill to files", "topicfs"},
 }
 
 const (

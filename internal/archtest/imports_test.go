@@ -60,7 +60,7 @@ var rules = []rule{
 	// bench: the cluster rows run franz-go's in-process cluster (kfake)
 	// and, as their baselines, plain franz-go clients doing the mount's
 	// work; the mount itself is exec'd, never imported.
-	{"bench", join(engineAll, engineThirdParty, []string{mod + "/policies", mod + "/internal/panics", "github.com/twmb/franz-go"})},
+	{"bench", join(engineAll, engineThirdParty, []string{mod + "/policies", mod + "/internal/panics", mod + "/keyindex", "github.com/twmb/franz-go"})},
 	{"internal/archtest", nil},
 	// The command wires everything together: anything but test helpers.
 	{"internal/cli", nil},

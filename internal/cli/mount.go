@@ -142,7 +142,7 @@ func runMount(o *mountOptions, args []string, e *env) int {
 		}
 	}()
 
-	m := &mountRun{o: o, e: e, logger: logger, sigs: sigs, dataDir: dataDir, mnt: mnt}
+	m := &mountRun{o: o, e: e, logger: logger, sigs: sigs, dataDir: dataDir, mnt: mnt, keyIndexMemory: mc.Defaults.KeyIndexMemoryBytes}
 	if clusterMode {
 		if code := m.openCluster(mc); code != exitOK {
 			return code
@@ -181,6 +181,8 @@ type mountRun struct {
 	cl    *cluster.Cluster    // cluster mode only
 	sched *policies.Scheduler // nil on a read-only mount and in cluster mode
 	ms    *metricsServer      // nil without --metrics-addr
+
+	keyIndexMemory int64 // key.index.memory.bytes
 }
 
 // mountDataDir is the data directory to mount: --data, else log.dirs from
@@ -314,7 +316,11 @@ func (m *mountRun) mount() (*fusefs.Server, int) {
 		}
 	}
 
-	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, NoPassthrough: o.noPass, Logger: m.logger, State: m.state()}
+	fopts := fusefs.Options{ReadOnly: o.readOnly, AllowOther: o.allowOther, NoPassthrough: o.noPass, Logger: m.logger, State: m.state(),
+		KeyIndexMemory: m.keyIndexMemory}
+	if m.cl != nil {
+		fopts.KeyIndexDir = m.cl.CacheDir()
+	}
 	if m.ms != nil {
 		fopts.OpLatency = m.ms.ObserveOp
 	}

@@ -1,0 +1,221 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/keyindex"
+)
+
+// byKeyDir is a topic's by-key/: one file per live key, reading as the
+// key's latest value. A key lives in the partition Kafka's default
+// partitioner gives it (murmur2), as append puts it there.
+type byKeyDir struct {
+	dirBase
+	topic string
+	gen   uint64
+}
+
+var (
+	_ fs.NodeLookuper  = (*byKeyDir)(nil)
+	_ fs.NodeReaddirer = (*byKeyDir)(nil)
+	_ fs.NodeCreater   = (*byKeyDir)(nil)
+	_ fs.NodeUnlinker  = (*byKeyDir)(nil)
+)
+
+func (d *byKeyDir) ino(name string) uint64 { return ino(d.gen, d.topic, "by-key", name) }
+
+// find returns the latest live record of the key ref names and its
+// partition. A key given by its digest is looked for in every partition.
+func (d *byKeyDir) find(ctx context.Context, ref keyindex.Ref) (keyindex.Entry, int, error) {
+	t, err := d.fsys.topic(ctx, d.topic, d.gen)
+	if err != nil {
+		return keyindex.Entry{}, 0, err
+	}
+	n := t.NumPartitions()
+	ids := []int{0}
+	if ref.Digest != nil {
+		ids = make([]int, n)
+		for i := range ids {
+			ids[i] = i
+		}
+	} else {
+		ids[0] = partitionForKey(ref.Key, n)
+	}
+	for _, id := range ids {
+		x, err := d.fsys.keys.get(ctx, partLoc{topic: d.topic, gen: d.gen, id: id})
+		if err != nil {
+			return keyindex.Entry{}, 0, err
+		}
+		e, err := x.Lookup(ctx, ref)
+		if errors.Is(err, keyindex.ErrNotFound) {
+			continue
+		}
+		if err == nil && partitionForKey(e.Key, n) != id {
+			continue // a key written to another partition than its own
+		}
+		return e, id, err
+	}
+	return keyindex.Entry{}, 0, keyindex.ErrNotFound
+}
+
+func (d *byKeyDir) child(ctx context.Context, name string, ref keyindex.Ref) *fs.Inode {
+	return d.childInode(ctx, name, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.ino(name), Gen: d.gen + 1}, func() fs.InodeEmbedder {
+		return &byKeyNode{dir: d, ref: ref}
+	})
+}
+
+// Lookup finds a live key: ENOENT for a key never written, deleted by a
+// tombstone, or a name that names no key.
+func (d *byKeyDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ref, err := keyindex.ParseName(name)
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	if _, _, err := d.find(ctx, ref); err != nil {
+		return nil, d.fsys.keyErrno("lookup", err)
+	}
+	ch := d.child(ctx, name, ref)
+	// Values change behind the kernel's back (appends, other clients).
+	out.SetEntryTimeout(time.Millisecond)
+	out.SetAttrTimeout(time.Millisecond)
+	return ch, entry(ctx, ch.Operations(), out)
+}
+
+// keyErrno maps a by-key failure: an absent key is ENOENT.
+func (f *fsys) keyErrno(op string, err error) syscall.Errno {
+	if errors.Is(err, keyindex.ErrNotFound) {
+		return syscall.ENOENT
+	}
+	return f.errno(op, err)
+}
+
+// Readdir lists the live keys, partition by partition, a chunk of the
+// index at a time (memory does not grow with the number of keys).
+func (d *byKeyDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	t, err := d.fsys.topic(ctx, d.topic, d.gen)
+	if err != nil {
+		return nil, d.fsys.errno("readdir", err)
+	}
+	return &keyStream{d: d, n: t.NumPartitions()}, 0
+}
+
+// Create makes a key: the file's content, written and closed, becomes its
+// value (one record appended to the key's partition).
+func (d *byKeyDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if d.fsys.opts.ReadOnly {
+		return nil, nil, 0, syscall.EROFS
+	}
+	ref, err := keyindex.ParseName(name)
+	if err != nil || ref.Digest != nil {
+		// A digest names a key it cannot spell: only existing keys have one.
+		d.fsys.log.Info("fusefs: by-key name names no key (EINVAL)", "topic", d.topic, "name", name)
+		return nil, nil, 0, syscall.EINVAL
+	}
+	if _, err := d.fsys.topic(ctx, d.topic, d.gen); err != nil {
+		return nil, nil, 0, d.fsys.errno("create", err)
+	}
+	ch := d.child(ctx, name, ref)
+	n := ch.Operations().(*byKeyNode)
+	h := &keyWriteHandle{dirty: true}
+	n.writers.Add(1)
+	d.fsys.addWriter(d.topic, 1)
+	n.attr(&out.Attr, 0)
+	return ch, h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Unlink deletes a key: a tombstone (null value) appended to its
+// partition. ENOENT if the key has no live value.
+func (d *byKeyDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	if d.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	ref, err := keyindex.ParseName(name)
+	if err != nil {
+		return syscall.ENOENT
+	}
+	e, id, err := d.find(ctx, ref)
+	if err != nil {
+		return d.fsys.keyErrno("unlink", err)
+	}
+	return d.put(ctx, id, record.Record{Key: e.Key, Value: nil}, "unlink")
+}
+
+// put appends r to partition id of the topic.
+func (d *byKeyDir) put(ctx context.Context, id int, r record.Record, op string) syscall.Errno {
+	p, _, err := d.fsys.partition(ctx, partLoc{topic: d.topic, gen: d.gen, id: id})
+	if err != nil {
+		return d.fsys.errno(op, err)
+	}
+	r.Timestamp = time.Now().UnixMilli()
+	if _, _, err := p.AppendEach(ctx, [][]record.Record{{r}}); err != nil {
+		return d.fsys.errno(op, err)
+	}
+	return 0
+}
+
+// keyStream is the by-key/ listing: the keys of partition p's index from
+// slot on, fetched a chunk at a time.
+type keyStream struct {
+	d       *byKeyDir
+	n       int // partitions
+	p, slot int
+	started bool
+	pending []fuse.DirEntry
+	err     syscall.Errno
+}
+
+var _ fs.DirStream = (*keyStream)(nil)
+
+func (s *keyStream) HasNext() bool {
+	for len(s.pending) == 0 && s.err == 0 && s.p < s.n {
+		s.fill()
+	}
+	return len(s.pending) > 0 || s.err != 0
+}
+
+// fill reads the next chunk of keys into pending.
+func (s *keyStream) fill() {
+	ctx := context.Background()
+	x, err := s.d.fsys.keys.get(ctx, partLoc{topic: s.d.topic, gen: s.d.gen, id: s.p})
+	if err == nil && !s.started {
+		err = x.Ready(ctx)
+		s.started = true
+	}
+	if err != nil {
+		s.err = s.d.fsys.keyErrno("readdir", err)
+		return
+	}
+	next, err := x.ListChunk(ctx, s.slot, func(key []byte) error {
+		if partitionForKey(key, s.n) == s.p {
+			name := keyindex.Name(key)
+			s.pending = append(s.pending, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: s.d.ino(name)})
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		s.err = s.d.fsys.keyErrno("readdir", err)
+	case next < 0:
+		s.p, s.slot, s.started = s.p+1, 0, false
+	default:
+		s.slot = next
+	}
+}
+
+func (s *keyStream) Next() (fuse.DirEntry, syscall.Errno) {
+	if len(s.pending) == 0 {
+		return fuse.DirEntry{}, s.err
+	}
+	e := s.pending[0]
+	s.pending = s.pending[1:]
+	return e, 0
+}
+
+func (s *keyStream) Close() {}
