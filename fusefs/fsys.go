@@ -257,5 +257,6 @@ func (f *fsys) deleteTopic(ctx context.Context, name string) syscall.Errno {
 			delete(f.mu.parts, p) // open views keep their partState and segments
 		}
 	}
+	go f.keys.dropTopic(name, f.mu.gens[name]) // closing waits for the follower: not under f.mu
 	return 0
 }

@@ -85,6 +85,23 @@ func (k *keyIndexes) startTables(ctx context.Context) {
 	}
 }
 
+// dropTopic closes the indexes of a deleted topic: its generations
+// before gen.
+func (k *keyIndexes) dropTopic(topic string, gen uint64) {
+	k.mu.Lock()
+	var drop []*keyindex.Index
+	for l, x := range k.open {
+		if l.topic == topic && l.gen < gen {
+			drop = append(drop, x)
+			delete(k.open, l)
+		}
+	}
+	k.mu.Unlock()
+	for _, x := range drop {
+		x.Close()
+	}
+}
+
 // close stops every index and frees its table.
 func (k *keyIndexes) close() {
 	k.mu.Lock()

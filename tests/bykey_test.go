@@ -151,3 +151,12 @@ func nameOf(k string) string {
 	r := strings.NewReplacer("%", "%25", "/", "%2F", "\t", "%09")
 	return r.Replace(k)
 }
+
+// TestByKeyTopicRecreated: a topic deleted and made again under the same
+// name starts with an empty table.
+func TestByKeyTopicRecreated(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	out := m.Sh(t, `mkdir $MNT/t && echo 1 > $MNT/t/by-key/a && cat $MNT/t/by-key/a && rmdir $MNT/t && mkdir $MNT/t
+cat $MNT/t/by-key/a 2>/dev/null || echo none; ls $MNT/t/by-key | wc -l; echo 2 > $MNT/t/by-key/a; cat $MNT/t/by-key/a`)
+	assert.Equal(t, "1\nnone\n0\n2\n", out)
+}
