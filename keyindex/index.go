@@ -168,6 +168,14 @@ func (x *Index) guardedCatchUp(ctx context.Context, build bool) (err error) {
 			x.lastErr.Store(&err)
 		}
 	}()
+	if build {
+		select {
+		case x.budget.builds <- struct{}{}:
+			defer func() { <-x.budget.builds }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if build {

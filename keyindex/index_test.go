@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,4 +332,58 @@ func readAllRecords(t *testing.T, p backend.Partition) []record.Record {
 	})
 	require.NoError(t, err)
 	return out
+}
+
+// TestIndexConcurrent: lookups and listings from several goroutines while
+// another appends (run with -race); every key written before a lookup
+// started is found with a value at least as new.
+func TestIndexConcurrent(t *testing.T) {
+	_, p := testPartition(t, vfs.NewMem(), "/data", map[string]string{"segment.bytes": "8192"})
+	x := openIndex(t, p, NewBudget(MinMemoryBytes*4, ""))
+	ctx := context.Background()
+	var written atomic.Int64 // the last record appended, -1 before the first
+	written.Store(-1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 3000 {
+			appendRecs(t, p, kv(fmt.Sprint("k", i%500), fmt.Sprint(i)))
+			written.Store(int64(i))
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				w := written.Load()
+				if w < 0 {
+					continue
+				}
+				if g == 0 && j%50 == 0 {
+					assert.NoError(t, x.List(ctx, func([]byte) error { return nil }))
+					continue
+				}
+				i := w - w%500 + int64(j%500)
+				if i > w {
+					i -= 500
+				}
+				if i < 0 {
+					continue
+				}
+				e, err := x.Lookup(ctx, Ref{Key: []byte(fmt.Sprint("k", i%500))})
+				if assert.NoError(t, err) {
+					v, _ := strconv.ParseInt(string(e.Value), 10, 64)
+					assert.GreaterOrEqual(t, v, i, "key k%d", i%500)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -86,9 +86,14 @@ func (x *Index) drop(h, word uint64) {
 }
 
 // readAt reads the record at exactly offset off; found is false when no
-// record has that offset any more.
+// record has that offset any more. The point read of a RecordReader
+// answers when it finds the record or a later one; when it finds none
+// (the log end, or a list of segments changing under it) the answer comes
+// from a Snapshot, which is consistent.
 func (x *Index) readAt(ctx context.Context, off int64) (e Entry, found bool, err error) {
+	got := int64(-1)
 	take := func(b *record.Batch, r *record.Record) error {
+		got = r.Offset
 		if r.Offset != off || b.IsControl() {
 			return nil
 		}
@@ -98,14 +103,19 @@ func (x *Index) readAt(ctx context.Context, off int64) (e Entry, found bool, err
 	}
 	if rr, ok := x.p.(backend.RecordReader); ok {
 		err = rr.ReadRecord(ctx, off, take)
-	} else {
-		var sc scanner
-		_, err = sc.scan(ctx, x.p, off, func(r *record.Record) error {
-			_ = take(&record.Batch{}, r)
-			return errStop
-		})
+		if err == nil && got >= off {
+			return e, found, nil
+		}
+		if err != nil && !errors.Is(err, backend.ErrOffsetOutOfRange) {
+			return e, false, err
+		}
 	}
-	if errors.Is(err, backend.ErrOffsetOutOfRange) || errors.Is(err, errStop) {
+	var sc scanner
+	_, err = sc.scan(ctx, x.p, off, func(r *record.Record) error {
+		_ = take(&record.Batch{}, r)
+		return errStop
+	})
+	if errors.Is(err, errStop) {
 		err = nil
 	}
 	return e, found, err

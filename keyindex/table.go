@@ -35,12 +35,17 @@ type Budget struct {
 	spill atomic.Int64 // bytes of tables in spill files
 	seed  maphash.Seed // the key hash's seed: new each mount, so no one can
 	// choose keys that collide
+	builds chan struct{} // first builds running at once (buildsAtOnce)
 }
+
+// buildsAtOnce bounds the first builds that run together: a mount of many
+// compacted partitions reads them a few at a time, not all at once.
+const buildsAtOnce = 2
 
 // NewBudget returns a budget of limit heap bytes whose tables spill to
 // files in dir ("" spills nowhere: a table past the limit fails to grow).
 func NewBudget(limit int64, dir string) *Budget {
-	return &Budget{limit: limit, dir: dir, seed: maphash.MakeSeed()}
+	return &Budget{limit: limit, dir: dir, seed: maphash.MakeSeed(), builds: make(chan struct{}, buildsAtOnce)}
 }
 
 // Usage returns the heap and spill-file bytes the tables hold.

@@ -160,3 +160,18 @@ func TestByKeyTopicRecreated(t *testing.T) {
 cat $MNT/t/by-key/a 2>/dev/null || echo none; ls $MNT/t/by-key | wc -l; echo 2 > $MNT/t/by-key/a; cat $MNT/t/by-key/a`)
 	assert.Equal(t, "1\nnone\n0\n2\n", out)
 }
+
+// TestByKeyTablesBuiltAtMount: a compacted topic's key index is built when
+// the mount starts, before any by-key/ read (stats shows it once open).
+func TestByKeyTablesBuiltAtMount(t *testing.T) {
+	m := startMount(t, mountOpts{})
+	m.Sh(t, `mkdir $MNT/t $MNT/plain && printf 'cleanup.policy=compact\nparse.key=true\n' > $MNT/t/config
+seq 1 300 | sed 's/.*/k&\tv&/' > $MNT/t/append; echo x > $MNT/plain/append`)
+	m.Stop()
+	m2 := startMount(t, mountOpts{Data: m.Data})
+	out := m2.Sh(t, `until jq -e .key_index $MNT/t/0/stats > /dev/null; do sleep 0.05; done
+until [ "$(jq .key_index.indexed_to $MNT/t/0/stats)" = 300 ]; do sleep 0.05; done
+jq -c '.key_index | [.live_keys, .spilled]' $MNT/t/0/stats; jq -c .key_index $MNT/plain/0/stats`)
+	assert.Equal(t, "[300,false]\nnull\n", out, "the plain topic's index is not built until used")
+	assert.Contains(t, m2.Stderr(), "key index: built")
+}
