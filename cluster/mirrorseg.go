@@ -23,7 +23,15 @@ type mirrorSegment struct {
 	aborted []index.AbortedTxn
 }
 
-var _ backend.Segment = (*mirrorSegment)(nil)
+var (
+	_ backend.Segment      = (*mirrorSegment)(nil)
+	_ engine.SegmentBacked = (*mirrorSegment)(nil)
+)
+
+// EngineSegment is the copy's segment s reads: readers of s then skip the
+// CRC check of the batches the fill verified before writing them
+// (engine.Segment.VerifiedBytes), as they do reading it directly.
+func (s *mirrorSegment) EngineSegment() *engine.Segment { return s.seg }
 
 // cut ends the segment before the first batch holding no offset below end
 // (a batch holding end and earlier offsets stays whole).

@@ -42,6 +42,10 @@ type appendParams struct {
 	now       time.Time
 	nowMs     int64
 	runLimit  int // write the run when it reaches this many bytes (maxRunBytes)
+	// verified: the call's batches were CRC-checked before they were
+	// placed (AppendAsFollower); the segment then marks their bytes
+	// (verifiedspan.go).
+	verified bool
 }
 
 // appendParamsLocked derives the call's parameters; the parsed config

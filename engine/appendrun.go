@@ -24,7 +24,8 @@ type appendRun struct {
 	next    int64        // next offset after the run
 	entries int          // index entries planned among batches
 	batches []runBatch
-	gen     int // bumped by every write or drop
+	gen     int  // bumped by every write or drop
+	checked bool // its batches were verified before they were placed (appendParams.verified)
 }
 
 // runBatch is one batch of a run (start and end in encBuf).
@@ -68,7 +69,7 @@ func (r *appendRun) rewind(m runMark, buf *[]byte) {
 }
 
 func (r *appendRun) drop() {
-	r.seg = nil
+	r.seg, r.checked = nil, false
 	r.end, r.entries = 0, 0
 	r.batches = r.batches[:0]
 	r.gen++
@@ -96,6 +97,7 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
 		s := p.active()
 		if r.seg == nil {
 			r.seg, r.pos0, r.ib, r.end = s, s.Size(), s.w.ib, 0
+			r.checked = ap.verified
 		}
 		firstTs := int64(-1)
 		if len(r.batches) > 0 {
@@ -117,6 +119,7 @@ func (p *Partition) placeLocked(sp batchSpan, ap *appendParams) error {
 			}
 			s = p.active()
 			r.seg, r.pos0, r.ib, r.end = s, s.Size(), s.w.ib, 0
+			r.checked = ap.verified
 		}
 		break
 	}
@@ -188,6 +191,9 @@ func (p *Partition) writeRunLocked() error {
 	s.size.Store(r.pos0 + int64(r.end))
 	s.next.Store(r.next)
 	s.pubSeq.Add(1)
+	if r.checked {
+		s.markVerified(r.pos0, r.pos0+int64(r.end))
+	}
 	if maxTs > s.maxTs.Load() {
 		s.maxTs.Store(maxTs)
 	}

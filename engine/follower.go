@@ -47,6 +47,7 @@ type followerBatch struct {
 func (p *Partition) AppendAsFollower(raw []byte) (first, last int64, err error) {
 	base := int64(-1)
 	first, last, err = p.appendWith(func(ap *appendParams) error {
+		ap.verified = true // splitFollowerBatches verifies every batch before any is placed
 		batches, err := splitFollowerBatches(raw, p.logEnd.Load())
 		if err != nil || len(batches) == 0 {
 			return err

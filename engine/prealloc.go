@@ -47,6 +47,7 @@ func (p *Partition) reserveLocked(s *Segment, end int64) {
 // Callers hold mu.
 func (s *Segment) truncateLogLocked(size int64) error {
 	s.w.reserved = min(s.w.reserved, size)
+	s.clampVerified(size)
 	return s.log.Truncate(size)
 }
 

@@ -124,9 +124,10 @@ type Segment struct {
 	firstBatchTs atomic.Int64  // max timestamp of the first batch; unknownTs = not computed yet
 	sealed       atomic.Bool
 	refs         atomic.Int32
-	syncedSize   atomic.Int64              // committed size at the last fsync of the .log
-	idxSynced    atomic.Bool               // sealed indexes fsynced
-	bmemo        atomic.Pointer[batchMemo] // batches checked before (batchmemo.go); nil until used
+	syncedSize   atomic.Int64                 // committed size at the last fsync of the .log
+	idxSynced    atomic.Bool                  // sealed indexes fsynced
+	bmemo        atomic.Pointer[batchMemo]    // batches checked before (batchmemo.go); nil until used
+	verified     atomic.Pointer[verifiedSpan] // bytes written from verified batches (verifiedspan.go); nil: none
 
 	// w is the writer's state, touched only under the partition's writer
 	// mutex (or by the single goroutine that opens the partition).

@@ -52,7 +52,7 @@ func (s *Segment) ReadBatch(pos int64, buf []byte) (record.Batch, error) {
 	if err == nil {
 		s.stats.bytesRead.Add(int64(b.Size()))
 		s.stats.reads.Add(1)
-		if m := s.bmemo.Load(); m == nil || !m.verified(pos, b.Size()) {
+		if !s.checkedBefore(pos, b.Size()) {
 			err = b.Verify()
 		}
 	}

@@ -248,8 +248,10 @@ type segChunk struct {
 	pos        []int64
 	state      []atomic.Uint32
 	shared     bool // the prefetch goroutine may check it too (set before it can)
-	// memo is the source segment's memo of checked batches (nil: none);
-	// remember adds the batches checked here to it.
+	// seg is the source's Segment (nil: none), whose batches checked
+	// before are not checked again; memo is its memo of checked batches
+	// (nil: none), to which remember adds the batches checked here.
+	seg      *Segment
 	memo     *batchMemo
 	remember bool
 }
@@ -298,7 +300,7 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 	// it from the GC (the next reader would fault in fresh pages).
 	clear(c.batches[:cap(c.batches)])
 	c.batches, c.pos = c.batches[:0], c.pos[:0]
-	c.memo, c.remember = nil, false // nor its segment
+	c.seg, c.memo, c.remember = nil, nil, false // nor its segment
 }
 
 // load reads up to size bytes of src at pos (below limit) and frames the
@@ -313,8 +315,9 @@ func (c *segChunk) release(bufs ChunkBuffers) {
 func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkBuffers, tail []byte, remember bool) {
 	// start is set first: ensure may replace the buffer, never the position.
 	c.start, c.end = pos, pos
-	c.memo, c.remember = nil, false
-	if s, ok := src.(*Segment); ok {
+	c.seg, c.memo, c.remember = nil, nil, false
+	if s := segmentOf(src); s != nil {
+		c.seg = s
 		if remember {
 			c.memo = s.memo()
 		} else {
@@ -399,11 +402,11 @@ func (c *segChunk) check(j int) bool {
 }
 
 // verify checks batch j, which the caller claimed, and stores the outcome.
-// A batch the memo holds passed the check before: its bytes, committed,
-// have not changed since.
+// A batch its segment knows was checked before (the memo, the verified
+// span) is not checked again: its bytes, committed, have not changed since.
 func (c *segChunk) verify(j int) bool {
 	b := &c.batches[j]
-	if c.memo == nil || !c.memo.verified(c.pos[j], b.Size()) {
+	if c.seg == nil || !c.seg.checkedBefore(c.pos[j], b.Size()) {
 		if b.Verify() != nil {
 			c.state[j].Store(batchBad)
 			return false

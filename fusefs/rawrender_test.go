@@ -322,3 +322,37 @@ func TestWalkPlainRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRawLargeBatch: a batch of more than 8192 records has offset
+// deltas of three bytes; measuring, rendering and walking take them
+// straight from the batch, as they take the first 8192 (a 1 MiB batch of
+// 100-byte values holds about 9,000 records: before, the rest of every
+// such batch was decoded).
+func TestPlainRawLargeBatch(t *testing.T) {
+	const n = 10_000
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Offset: 100 + int64(i), Timestamp: 1_700_000_000_000 + int64(i)*3, Value: []byte(fmt.Sprintf("value-%05d", i))}
+	}
+	b := encodeBatch(t, recs, record.None)
+	f := viewFormat{}
+	require.True(t, rawEligible(&b, f))
+	var want []byte
+	for i := range recs {
+		want = f.appendRecord(want, &recs[i])
+	}
+	data := b.Raw[record.HeaderSize:]
+	m, ok := measurePlainRaw(data, n, f.nullMarker)
+	require.True(t, ok, "measured straight from the batch")
+	assert.Equal(t, int64(len(want)), m)
+	got, fast := rawRender(t, &b, f, len(want)+10)
+	assert.Equal(t, string(want), string(got))
+	assert.Equal(t, n, fast, "every record straight from the batch")
+	p, done, k, ok := walkPlainRaw(data, 0, n, f.nullMarker, 9_000, math.MaxInt64)
+	require.True(t, ok)
+	assert.Equal(t, 9_000, done, "stops before offset delta 9000")
+	assert.Equal(t, int64(9_000*len("value-00000\n")), k)
+	_, done2, _, ok := walkPlainRaw(data, p, n-done, f.nullMarker, math.MaxInt64, math.MaxInt64)
+	assert.True(t, ok)
+	assert.Equal(t, n-9_000, done2)
+}

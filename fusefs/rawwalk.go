@@ -12,7 +12,7 @@ import (
 // take the rendered length past budget (math.MaxInt64: none). It returns
 // the new p, the records passed and their rendered length. ok is false when
 // it stopped at a record putPlainRaw does not take (a varint longer than
-// two bytes, headers, anything malformed): the caller decodes that one.
+// two bytes for a length, headers, anything malformed): the caller decodes that one.
 //
 // Seeks use it to reach a record inside a batch (a by-offset view's first
 // record, a position between two checkpoints) without decoding the
@@ -43,10 +43,10 @@ func walkPlainRaw(data []byte, p, left int, null string, hiDelta, budget int64) 
 		re := end - 1 // the record's fields: data[q:re], headersCount 0 at re
 		q++           // attributes
 		var delta, kl, vl int
-		if _, q, ok = plainVarintAt(base, re, q); !ok { // timestampDelta
+		if q, ok = skipVarintAt(base, re, q); !ok { // timestampDelta
 			return p, done, n, false
 		}
-		if delta, q, ok = plainVarintAt(base, re, q); !ok {
+		if delta, q, ok = deltaVarintAt(base, re, q); !ok {
 			return p, done, n, false
 		}
 		if kl, q, ok = plainVarintAt(base, re, q); !ok || kl < -1 || kl > re-q {
@@ -71,4 +71,20 @@ func walkPlainRaw(data []byte, p, left int, null string, hiDelta, budget int64) 
 		done++
 	}
 	return p, done, n, true
+}
+
+// deltaVarintAt reads the zig-zag varint of at most five bytes (an int32:
+// a record's offset delta) at p of data[:limit] addressed from base; ok is
+// false for a longer one or one that runs to limit.
+func deltaVarintAt(base unsafe.Pointer, limit, p int) (v, next int, ok bool) {
+	var u uint32
+	for shift, end := uint(0), min(p+5, limit); p < end; shift += 7 {
+		c := byteAt(base, p)
+		p++
+		u |= uint32(c&0x7f) << shift
+		if c < 0x80 {
+			return int(int32(u>>1) ^ -int32(u&1)), p, true
+		}
+	}
+	return 0, p, false
 }

@@ -366,8 +366,8 @@ func appendJSONString(dst []byte, s []byte) []byte {
 //	keyLength | key | valueLength | value | headersCount (0 here)
 //
 // It stops before the first record that does not fit entirely in dst and
-// before the first that is not of the simple shape it handles (a varint
-// longer than two bytes, headers, anything malformed); the caller decodes
+// before the first that is not of the simple shape it handles (a length
+// varint longer than two bytes, headers, anything malformed); the caller decodes
 // that one with record.Batch.RecordsInto, which renders it the same way or
 // says what is wrong. It returns the new n and p and the records
 // rendered.
@@ -397,18 +397,11 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 		// headers count (0), 5 bytes or more, all within data.
 		re := end - 1
 		// attributes, then timestampDelta and offsetDelta, skipped.
-		i := q + 2
-		if byteAt(base, q+1) >= 0x80 {
-			if byteAt(base, q+2) >= 0x80 {
-				break
-			}
-			i = q + 3
+		i, ok := skipVarintAt(base, re, q+1)
+		if !ok {
+			break
 		}
-		if i < re && byteAt(base, i) < 0x80 {
-			i++
-		} else if i+1 < re && byteAt(base, i+1) < 0x80 {
-			i += 2
-		} else {
+		if i, ok = skipVarintAt(base, re, i); !ok {
 			break
 		}
 		if i < re && byteAt(base, i) == 1 { // keyLength -1: no key (the usual case)
@@ -441,6 +434,20 @@ func putPlainRaw(dst []byte, n int, data []byte, p, left int, null string) (int,
 		done++
 	}
 	return n, p, done
+}
+
+// skipVarintAt returns the position after the varint at p of data[:limit]
+// (addressed from base): timestamp and offset deltas, which putPlainRaw
+// and measurePlainRaw skip whatever their length (a batch of more than
+// 8192 records has 3-byte offset deltas). ok is false for a varint longer
+// than a varlong's ten bytes or that runs to limit.
+func skipVarintAt(base unsafe.Pointer, limit, p int) (next int, ok bool) {
+	for end := min(p+10, limit); p < end; p++ {
+		if byteAt(base, p) < 0x80 {
+			return p + 1, true
+		}
+	}
+	return p, false
 }
 
 // byteAt is data[i] for putPlainRaw, which checks i against the end of
@@ -499,10 +506,10 @@ func measurePlainRaw(data []byte, count int, null string) (n int64, ok bool) {
 		rec := data[:end-1]
 		q++ // attributes
 		// timestampDelta and offsetDelta, skipped.
-		if _, q, ok = plainVarintAt(base, len(rec), q); !ok {
+		if q, ok = skipVarintAt(base, len(rec), q); !ok {
 			return 0, false
 		}
-		if _, q, ok = plainVarintAt(base, len(rec), q); !ok {
+		if q, ok = skipVarintAt(base, len(rec), q); !ok {
 			return 0, false
 		}
 		kl, q2, ok := plainVarintAt(base, len(rec), q)
