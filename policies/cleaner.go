@@ -627,18 +627,7 @@ func (r *cleanRound) lastOfProducer(b *record.Batch) bool {
 // RETAIN_EMPTY), so that its sequence state survives.
 func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, last bool) (raw []byte, same bool, err error) {
 	last = last || r.lastOfProducer(b)
-	var canDiscard, discardRecords bool
-	if b.IsControl() {
-		ctype, err := b.ControlType()
-		if err != nil {
-			ctype = -1
-		}
-		canDiscard = tr.onControlBatch(b.ProducerID, b.LastOffset(), b.RecordCount > 0, ctype)
-		discardRecords = canDiscard && b.HasDeleteHorizon() && b.DeleteHorizonMs() <= r.nowMs
-	} else {
-		canDiscard = tr.onDataBatch(b.ProducerID, b.LastOffset(), b.IsTransactional())
-		discardRecords = canDiscard
-	}
+	canDiscard, discardRecords := r.discardOf(b, tr)
 	markerForEmptyTxn := canDiscard && b.IsControl()
 
 	if discardRecords && !last {
@@ -671,18 +660,48 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 	if markerForEmptyTxn && len(kept) > 0 {
 		nTomb++
 	}
-	if nTomb > 0 {
-		r.run.TombstonesKept += nTomb
-		if horizon >= 0 && (r.run.EarliestHorizonMs < 0 || horizon < r.run.EarliestHorizonMs) {
-			r.run.EarliestHorizonMs = horizon
-		}
-	}
+	r.noteTombstones(nTomb, horizon)
+	return r.emit(b, len(recs), kept, horizon, dropped == 0, needsHorizon, last)
+}
 
-	if dropped == 0 && !needsHorizon && len(recs) > 0 {
+// discardOf tells whether b's transaction state lets the cleaner discard
+// the batch (canDiscard) and its records (discardRecords): a control
+// batch's records only once its delete horizon passed.
+func (r *cleanRound) discardOf(b *record.Batch, tr *txnTracker) (canDiscard, discardRecords bool) {
+	if b.IsControl() {
+		ctype, err := b.ControlType()
+		if err != nil {
+			ctype = -1
+		}
+		canDiscard = tr.onControlBatch(b.ProducerID, b.LastOffset(), b.RecordCount > 0, ctype)
+		return canDiscard, canDiscard && b.HasDeleteHorizon() && b.DeleteHorizonMs() <= r.nowMs
+	}
+	canDiscard = tr.onDataBatch(b.ProducerID, b.LastOffset(), b.IsTransactional())
+	return canDiscard, canDiscard
+}
+
+// noteTombstones counts the tombstones a batch keeps and the earliest
+// delete horizon among them.
+func (r *cleanRound) noteTombstones(nTomb, horizon int64) {
+	if nTomb == 0 {
+		return
+	}
+	r.run.TombstonesKept += nTomb
+	if horizon >= 0 && (r.run.EarliestHorizonMs < 0 || horizon < r.run.EarliestHorizonMs) {
+		r.run.EarliestHorizonMs = horizon
+	}
+}
+
+// emit returns what filterBatch writes for b, whose n records were cut to
+// kept: b's own bytes when nothing was dropped and no horizon is to be
+// added, nothing for a batch left empty (unless last), else the batch
+// rebuilt.
+func (r *cleanRound) emit(b *record.Batch, n int, kept []record.Record, horizon int64, noneDropped, needsHorizon, last bool) ([]byte, bool, error) {
+	if noneDropped && !needsHorizon && n > 0 {
 		r.run.BatchesCopied++
 		return b.Raw, true, nil
 	}
-	if dropped == 0 && len(recs) == 0 && (b.Magic >= 2) {
+	if noneDropped && n == 0 && b.Magic >= 2 {
 		// An already-empty batch: keep it only where Kafka would.
 		if !last {
 			r.run.BatchesDropped++
