@@ -123,9 +123,8 @@ func (d *byKeyDir) Create(ctx context.Context, name string, flags, mode uint32, 
 	}
 	ch := d.child(ctx, name, ref)
 	n := ch.Operations().(*byKeyNode)
-	h := &keyWriteHandle{dirty: true}
-	n.writers.Add(1)
-	d.fsys.addWriter(d.topic, 1)
+	h := &keyWriteHandle{trunc: true}
+	n.addWriter(h)
 	n.attr(&out.Attr, 0)
 	return ch, h, fuse.FOPEN_DIRECT_IO, 0
 }

@@ -3,8 +3,8 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -14,18 +14,18 @@ import (
 	"github.com/topicfs/topicfs/keyindex"
 )
 
-// byKeyNode is by-key/K: reading gives K's latest value and a newline;
-// what is written, closed, becomes its new value (one trailing newline
-// dropped, as echo adds it).
+// byKeyNode is by-key/K: reading gives K's latest value and a newline.
+// Open for writing, it is a file holding that content (empty with
+// O_TRUNC) to edit as any file: the content at the close that follows a
+// change becomes K's new value (one trailing newline dropped, as echo adds
+// it), one record appended to K's partition.
 type byKeyNode struct {
 	fs.Inode
 	dir *byKeyDir
 	ref keyindex.Ref
-	// writers counts the open write handles; truncated is set by a
-	// truncate to 0 that came without a handle while one is open (the
-	// kernel's O_TRUNC), and empties the next unwritten handle's value.
-	writers   atomic.Int32
-	truncated atomic.Bool
+
+	mu      sync.Mutex
+	writers []*keyWriteHandle // open writers, newest last
 }
 
 var (
@@ -43,6 +43,15 @@ func content(value []byte) []byte {
 	return append(append(make([]byte, 0, len(value)+1), value...), '\n')
 }
 
+// valueOf is the value a file's content stands for: one trailing newline
+// dropped.
+func valueOf(content []byte) []byte {
+	if n := len(content); n > 0 && content[n-1] == '\n' {
+		content = content[:n-1]
+	}
+	return append([]byte{}, content...)
+}
+
 func (n *byKeyNode) attr(a *fuse.Attr, size int) {
 	a.Mode = syscall.S_IFREG | n.dir.fsys.perm(0644)
 	a.Nlink = 1
@@ -52,18 +61,23 @@ func (n *byKeyNode) attr(a *fuse.Attr, size int) {
 	a.SetTimes(&t, &t, &t)
 }
 
+// Getattr gives the size of an open writer's content, else of the
+// current value (a reader's value fixed at its open is not the file's).
 func (n *byKeyNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	switch h := f.(type) {
-	case *keyReadHandle:
-		n.attr(&out.Attr, len(h.data))
-		return 0
-	case *keyWriteHandle:
+	if h, ok := f.(*keyWriteHandle); ok {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		n.attr(&out.Attr, len(h.buf))
 		return 0
 	}
 	e, _, err := n.dir.find(ctx, n.ref)
+	if errors.Is(err, keyindex.ErrNotFound) {
+		if h := n.newestWriter(); h != nil {
+			// A key being created (touch sets times by path before
+			// its close appends the value).
+			return n.Getattr(ctx, h, out)
+		}
+	}
 	if err != nil {
 		return n.dir.fsys.keyErrno("getattr", err)
 	}
@@ -72,8 +86,33 @@ func (n *byKeyNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 	return 0
 }
 
-// Setattr truncates an open write handle (O_TRUNC, truncate(1)); other
-// changes of owner, mode or size are refused.
+// newestWriter returns the last writer opened and not yet released.
+func (n *byKeyNode) newestWriter() *keyWriteHandle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.writers) == 0 {
+		return nil
+	}
+	return n.writers[len(n.writers)-1]
+}
+
+// addWriter and dropWriter keep n.writers.
+func (n *byKeyNode) addWriter(h *keyWriteHandle) {
+	n.mu.Lock()
+	n.writers = append(n.writers, h)
+	n.mu.Unlock()
+	n.dir.fsys.addWriter(n.dir.topic, 1)
+}
+
+func (n *byKeyNode) dropWriter(h *keyWriteHandle) {
+	n.mu.Lock()
+	n.writers = slices.DeleteFunc(n.writers, func(o *keyWriteHandle) bool { return o == h })
+	n.mu.Unlock()
+	n.dir.fsys.addWriter(n.dir.topic, -1)
+}
+
+// Setattr resizes an open writer's content, or, without a handle
+// (truncate(1)), the current value's content at once.
 func (n *byKeyNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.dir.fsys.opts.ReadOnly {
 		return syscall.EROFS
@@ -81,63 +120,90 @@ func (n *byKeyNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	if changesOwnerOrMode(in) {
 		return syscall.EPERM
 	}
-	if sz, ok := in.GetSize(); ok {
-		h, isWrite := f.(*keyWriteHandle)
-		if !isWrite {
-			return n.truncate(ctx, sz, out)
+	sz, ok := in.GetSize()
+	if !ok {
+		return n.Getattr(ctx, f, out)
+	}
+	if h, isWrite := f.(*keyWriteHandle); isWrite {
+		if errno := n.checkSize(ctx, int64(sz)); errno != 0 {
+			return errno
 		}
 		h.mu.Lock()
-		if int(sz) <= len(h.buf) {
-			h.buf = h.buf[:sz]
-		} else {
-			h.buf = append(h.buf, make([]byte, int(sz)-len(h.buf))...)
-		}
-		h.dirty = true
+		h.buf = resized(h.buf, int(sz))
+		h.changed = true
 		h.mu.Unlock()
-	}
-	return n.Getattr(ctx, f, out)
-}
-
-// truncate handles a size change without a handle: open(O_TRUNC) (the
-// kernel truncates after the open, without naming the handle) or
-// truncate(1) of a path. Only 0 is taken: the value becomes empty.
-func (n *byKeyNode) truncate(ctx context.Context, size uint64, out *fuse.AttrOut) syscall.Errno {
-	if size != 0 {
-		return syscall.EINVAL
-	}
-	if n.writers.Load() > 0 {
-		n.truncated.Store(true)
-		n.attr(&out.Attr, 0)
-		return 0
+		return n.Getattr(ctx, f, out)
 	}
 	if n.ref.Digest != nil {
-		return syscall.EINVAL
+		return syscall.EINVAL // the key cannot be spelt from its digest name
 	}
-	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
-	if err != nil {
-		return n.dir.fsys.errno("setattr", err)
-	}
-	if errno := n.dir.put(ctx, partitionForKey(n.ref.Key, t.NumPartitions()), record.Record{Key: n.ref.Key, Value: []byte{}}, "setattr"); errno != 0 {
+	if errno := n.checkSize(ctx, int64(sz)); errno != 0 {
 		return errno
 	}
-	n.attr(&out.Attr, 1)
+	e, _, err := n.dir.find(ctx, n.ref)
+	if err != nil {
+		return n.dir.fsys.keyErrno("setattr", err)
+	}
+	if errno := n.put(ctx, valueOf(resized(content(e.Value), int(sz))), "setattr"); errno != 0 {
+		return errno
+	}
+	n.attr(&out.Attr, int(sz))
 	return 0
+}
+
+// resized cuts b to size or extends it with zero bytes.
+func resized(b []byte, size int) []byte {
+	if size <= len(b) {
+		return b[:size]
+	}
+	return append(b, make([]byte, size-len(b))...)
+}
+
+// checkSize refuses content larger than the topic's max.message.bytes.
+func (n *byKeyNode) checkSize(ctx context.Context, size int64) syscall.Errno {
+	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
+	if err != nil {
+		return n.dir.fsys.errno("write", err)
+	}
+	if limit := t.Settings().MaxRecordBytes; limit > 0 && size > limit {
+		n.dir.fsys.log.Info("fusefs: by-key value larger than max.message.bytes (EMSGSIZE)",
+			"topic", n.dir.topic, "key", n.ref.String(), "bytes", size, "max", limit)
+		return syscall.EMSGSIZE
+	}
+	return 0
+}
+
+// put appends value as K's latest record.
+func (n *byKeyNode) put(ctx context.Context, value []byte, op string) syscall.Errno {
+	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
+	if err != nil {
+		return n.dir.fsys.errno(op, err)
+	}
+	return n.dir.put(ctx, partitionForKey(n.ref.Key, t.NumPartitions()), record.Record{Key: n.ref.Key, Value: value}, op)
 }
 
 // keyReadHandle holds the value read at open.
 type keyReadHandle struct{ data []byte }
 
-// keyWriteHandle collects the new value until FLUSH.
+// keyWriteHandle is the content of a writer. It is appended at the FLUSH
+// after a change (close(2) reports a refused record); a handle opened with
+// O_TRUNC that saw no write is appended at RELEASE (`: > K`, the empty
+// value), not at the FLUSH a shell's dup2 and close send before anything
+// is written. A handle whose write was refused appends nothing: the key
+// keeps its value.
 type keyWriteHandle struct {
-	mu     sync.Mutex
-	buf    []byte
-	append bool // O_APPEND: writes go to the end
-	dirty  bool // buf differs from what was last appended
-	done   bool // released
+	mu      sync.Mutex
+	buf     []byte
+	append  bool // O_APPEND: writes go to the end
+	trunc   bool // opened with O_TRUNC (or created): empty means the empty value
+	changed bool // written or resized since the last append
+	put     bool // appended at least once
+	failed  bool // a write was refused
+	done    bool // released
 }
 
 // Open reads the value for a reader; a writer starts from the current
-// content (empty with O_TRUNC), as a regular file does.
+// content (empty with O_TRUNC), as with a regular file.
 func (n *byKeyNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	if write && n.dir.fsys.opts.ReadOnly {
@@ -153,37 +219,41 @@ func (n *byKeyNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 	if !write {
 		return &keyReadHandle{data: content(e.Value)}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	// Writing replaces the value; O_APPEND adds to it.
-	h := &keyWriteHandle{append: flags&syscall.O_APPEND != 0}
-	if h.append && err == nil {
+	h := &keyWriteHandle{append: flags&syscall.O_APPEND != 0, trunc: flags&syscall.O_TRUNC != 0}
+	if !h.trunc && err == nil {
 		h.buf = content(e.Value)
 	}
-	n.writers.Add(1)
-	n.dir.fsys.addWriter(n.dir.topic, 1)
+	n.addWriter(h)
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
 
+// Read reads a reader's value, or a writer's content (O_RDWR).
 func (n *byKeyNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := f.(*keyReadHandle)
-	if !ok {
+	var data []byte
+	switch h := f.(type) {
+	case *keyReadHandle:
+		data = h.data
+	case *keyWriteHandle:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		data = h.buf
+	default:
 		return nil, syscall.EBADF
 	}
-	if off >= int64(len(h.data)) {
+	if off >= int64(len(data)) {
 		return fuse.ReadResultData(nil), 0
 	}
-	return fuse.ReadResultData(h.data[off:min(off+int64(len(dest)), int64(len(h.data)))]), 0
+	end := min(off+int64(len(dest)), int64(len(data)))
+	return fuse.ReadResultData(append([]byte{}, data[off:end]...)), 0
 }
 
-// Write places data at off (at the end with O_APPEND); a value larger
-// than the topic's max.message.bytes is refused with EMSGSIZE at once.
+// Write places data at off (at the end with O_APPEND); content larger
+// than the topic's max.message.bytes is refused with EMSGSIZE at once,
+// and the handle then changes nothing.
 func (n *byKeyNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	h, ok := f.(*keyWriteHandle)
 	if !ok {
 		return 0, syscall.EBADF
-	}
-	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
-	if err != nil {
-		return 0, n.dir.fsys.errno("write", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -191,21 +261,19 @@ func (n *byKeyNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off
 		off = int64(len(h.buf))
 	}
 	end := off + int64(len(data))
-	if limit := t.Settings().MaxRecordBytes; limit > 0 && end > limit {
-		n.dir.fsys.log.Info("fusefs: by-key value larger than max.message.bytes (EMSGSIZE)",
-			"topic", n.dir.topic, "key", n.ref.String(), "bytes", end, "max", limit)
-		return 0, syscall.EMSGSIZE
+	if errno := n.checkSize(ctx, end); errno != 0 {
+		h.failed = true
+		return 0, errno
 	}
 	if end > int64(len(h.buf)) {
-		h.buf = append(h.buf, make([]byte, end-int64(len(h.buf)))...)
+		h.buf = resized(h.buf, int(end))
 	}
 	copy(h.buf[off:], data)
-	h.dirty = true
+	h.changed = true
 	return uint32(len(data)), 0
 }
 
-// Flush appends the value written (once per change): close(2) reports a
-// refused record.
+// Flush appends the content if it changed since the last append.
 func (n *byKeyNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := f.(*keyWriteHandle)
 	if !ok {
@@ -213,41 +281,35 @@ func (n *byKeyNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty && len(h.buf) == 0 && n.truncated.Swap(false) {
-		h.dirty = true // open(O_TRUNC) and nothing written: the empty value
-	}
-	if !h.dirty {
+	return n.commit(ctx, h, h.changed)
+}
+
+// commit appends h's content when due (h.mu held).
+func (n *byKeyNode) commit(ctx context.Context, h *keyWriteHandle, due bool) syscall.Errno {
+	if !due || h.failed {
 		return 0
 	}
-	value := h.buf
-	if len(value) > 0 && value[len(value)-1] == '\n' {
-		value = value[:len(value)-1]
-	}
-	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
-	if err != nil {
-		return n.dir.fsys.errno("flush", err)
-	}
-	id := partitionForKey(n.ref.Key, t.NumPartitions())
-	if errno := n.dir.put(ctx, id, record.Record{Key: n.ref.Key, Value: append([]byte{}, value...)}, "flush"); errno != 0 {
+	if errno := n.put(ctx, valueOf(h.buf), "flush"); errno != 0 {
 		return errno
 	}
-	h.dirty = false
+	h.changed, h.put = false, true
 	return 0
 }
 
+// Release appends what a last FLUSH did not: a change, or the empty value
+// of an O_TRUNC open that wrote nothing.
 func (n *byKeyNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := f.(*keyWriteHandle)
 	if !ok {
 		return 0
 	}
-	errno := n.Flush(ctx, f)
 	h.mu.Lock()
+	errno := n.commit(ctx, h, h.changed || (h.trunc && !h.put))
 	released := h.done
 	h.done = true
 	h.mu.Unlock()
 	if !released {
-		n.writers.Add(-1)
-		n.dir.fsys.addWriter(n.dir.topic, -1)
+		n.dropWriter(h)
 	}
 	return errno
 }

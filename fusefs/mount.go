@@ -145,7 +145,11 @@ func MountBackend(mountpoint string, b backend.Backend, opts Options) (*Server, 
 		// tail -f readers of many partitions each hold a request slot.
 		MaxBackground: 64,
 		// Views use direct I/O (see viewNode.Open); let them be mmapped.
-		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP |
+			// open(O_TRUNC) arrives as a flag of the OPEN, not as a
+			// SETATTR after it that names no handle: by-key/ files
+			// tell "echo v >" (a new value) from a write in place.
+			fuse.CAP_ATOMIC_O_TRUNC,
 		// A panic outside the operations safeFS wraps (go-fuse's own
 		// request handling) is logged and counted like theirs.
 		PanicHandler: f.requestPanic,

@@ -42,12 +42,13 @@ type Index struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 
-	mu     sync.Mutex // guards t, next, sc and the catch-up
-	t      *table
-	next   int64 // records below next are indexed
-	added  int64 // records indexed since the last noteCounts
-	closed bool
-	sc     scanner
+	mu       sync.Mutex // guards t, next, sc and the catch-up
+	t        *table
+	next     int64 // records below next are indexed
+	added    int64 // records indexed since the last noteCounts
+	logStart int64 // the log start the table was last swept at
+	closed   bool
+	sc       scanner
 
 	live    atomic.Int64 // keys whose latest record is not a tombstone
 	slotsB  atomic.Int64 // table bytes
@@ -220,7 +221,7 @@ func (x *Index) catchUp(ctx context.Context) error {
 		x.setErr(err)
 		return err
 	}
-	if x.t != nil && offs.End == x.next {
+	if x.t != nil && offs.End == x.next && offs.LogStart <= x.logStart {
 		return nil
 	}
 	if offs.End < x.next {
@@ -229,7 +230,7 @@ func (x *Index) catchUp(ctx context.Context) error {
 		// records. Start again.
 		x.log.Info("key index: log end moved back; rebuilding", "indexed_to", x.next, "end", offs.End)
 		x.t.free()
-		x.t, x.next = nil, 0
+		x.t, x.next, x.logStart = nil, 0, 0
 	}
 	if x.t == nil {
 		t, err := newTable(x.budget, initialSlots(offs.End-offs.LogStart))
@@ -240,6 +241,13 @@ func (x *Index) catchUp(ctx context.Context) error {
 		x.t = t
 		x.live.Store(0)
 		x.noteTable()
+	}
+	if offs.LogStart > x.logStart {
+		// Retention deleted records: their keys are gone unless written
+		// again later (then their entries point past the log start).
+		x.t.dropBelow(offs.LogStart)
+		x.logStart = offs.LogStart
+		x.noteCounts()
 	}
 	from := max(x.next, offs.LogStart)
 	end, err := x.sc.scan(ctx, x.p, from, x.add)

@@ -85,7 +85,7 @@ func ParseName(name string) (Ref, error) {
 	switch {
 	case name == emptyName:
 		return Ref{Key: []byte{}}, nil
-	case strings.HasPrefix(name, digestPrefix):
+	case len(name) >= len(digestPrefix) && strings.EqualFold(name[:len(digestPrefix)], digestPrefix):
 		h := name[len(digestPrefix):]
 		var d [sha256.Size]byte
 		if len(h) != 2*sha256.Size {

@@ -226,6 +226,22 @@ func (t *table) grown() (*table, error) {
 	return nt, nil
 }
 
+// dropBelow removes the entries whose offset is below off (records
+// retention deleted), returning how many.
+func (t *table) dropBelow(off int64) int {
+	var gone []uint64
+	t.each(func(h, word uint64) bool {
+		if int64(word&^tombBit) < off {
+			gone = append(gone, h)
+		}
+		return true
+	})
+	for _, h := range gone {
+		t.remove(h)
+	}
+	return len(gone)
+}
+
 // each calls fn with every entry until fn returns false.
 func (t *table) each(fn func(h, word uint64) bool) {
 	for i := 0; i < len(t.w); i += 2 {

@@ -58,6 +58,10 @@ var backendCases = []backendCase{
 	{"by-key escaped names", `printf 'a/b\x01v\n' | tr '\001' '\t' > /dev/null; echo v > "$MNT/t/by-key/a%2Fb"; echo w > "$MNT/t/by-key/%2E"; ls $MNT/t/by-key | tr '\n' ' '; cat "$MNT/t/by-key/a%2fb"`, "%2E a%2Fb v\n"},
 	{"by-key empty value", `echo a > $MNT/t/by-key/k; : > $MNT/t/by-key/k; stat -c %s $MNT/t/by-key/k; touch $MNT/t/by-key/new; cat $MNT/t/by-key/new | wc -c`, "1\n1\n"},
 	{"by-key size and append", `echo abc > $MNT/t/by-key/k; stat -c %s $MNT/t/by-key/k; echo def >> $MNT/t/by-key/k; cat $MNT/t/by-key/k`, "4\nabc\ndef\n"},
+	{"by-key one record per echo", `echo a > $MNT/t/by-key/k; echo b > $MNT/t/by-key/k; : > $MNT/t/by-key/k; jq -c '[.key, .value]' $MNT/t/0/records.jsonl`, "[\"k\",\"a\"]\n[\"k\",\"b\"]\n[\"k\",\"\"]\n"},
+	{"by-key refused write keeps the value", `echo precious > $MNT/t/by-key/k; head -c 2000000 /dev/zero > $MNT/t/by-key/k 2>/dev/null || echo refused; cat $MNT/t/by-key/k; wc -l < $MNT/t/0/records`, "refused\nprecious\n1\n"},
+	{"by-key edited in place", `echo abcdef > $MNT/t/by-key/k; printf X | dd of=$MNT/t/by-key/k bs=1 seek=2 conv=notrunc 2>/dev/null; cat $MNT/t/by-key/k; truncate -s 3 $MNT/t/by-key/k; cat $MNT/t/by-key/k`, "abXdef\nabX\n"},
+	{"by-key read and write", `echo abc > $MNT/t/by-key/k; exec 3<> $MNT/t/by-key/k; head -c 2 <&3; exec 3>&-; echo; exec 6< $MNT/t/by-key/k; echo secondlonger > $MNT/t/by-key/k; stat -c %s $MNT/t/by-key/k; exec 6<&-`, "ab\n13\n"},
 	{"topic cursor", `echo num.partitions=2 > $MNT/t/config; printf '1\n2\n' > $MNT/t/0/append; echo 3 > $MNT/t/1/append; cat $MNT/t/cursors/c; echo 4 > $MNT/t/1/append; cat $MNT/t/cursors/c; cat $MNT/t/1/cursors/c | wc -l`, "1\n2\n3\n4\n0\n"},
 }
 
