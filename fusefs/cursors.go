@@ -49,6 +49,16 @@ func cursorName(entry string) (string, bool, bool) {
 	return name, jsonl, true
 }
 
+// treeName reports whether name is also a file or directory name of a
+// topic or partition directory.
+func treeName(name string) bool {
+	switch name {
+	case "append", "config", "stats", "records", "by-offset", "by-time", "by-key", "cursors", "segments":
+		return true
+	}
+	return false
+}
+
 // cursorsOf returns the backend's cursor store.
 func (f *fsys) cursorsOf() (backend.Cursors, error) {
 	cb, ok := f.b.(backend.Cursors)
@@ -71,6 +81,7 @@ var (
 	_ fs.NodeLookuper  = (*cursorsDir)(nil)
 	_ fs.NodeReaddirer = (*cursorsDir)(nil)
 	_ fs.NodeUnlinker  = (*cursorsDir)(nil)
+	_ fs.NodeCreater   = (*cursorsDir)(nil)
 )
 
 func (d *cursorsDir) ino(entry string) uint64 {
@@ -85,11 +96,20 @@ func (d *cursorsDir) Lookup(ctx context.Context, file string, out *fuse.EntryOut
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	if _, err := d.fsys.cursorsOf(); err != nil {
+	cb, err := d.fsys.cursorsOf()
+	if err != nil {
 		return nil, d.fsys.errno("lookup", err)
 	}
 	if _, err := d.fsys.topic(ctx, d.topic, d.gen); err != nil {
 		return nil, d.fsys.errno("lookup", err)
+	}
+	if treeName(name) {
+		// A glob such as t/*/records or t/*/stats finds cursors/records
+		// and would create (and advance) a cursor of that name: such
+		// names are cursors only once they have a position.
+		if _, ok, err := cb.Cursor(ctx, d.topic, name); err != nil || !ok {
+			return nil, syscall.ENOENT
+		}
 	}
 	ch := d.childInode(ctx, file, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.ino(file), Gen: d.gen + 1}, func() fs.InodeEmbedder {
 		return &cursorNode{fsys: d.fsys, topic: d.topic, gen: d.gen, id: d.id, name: name, jsonl: jsonl}
@@ -98,6 +118,28 @@ func (d *cursorsDir) Lookup(ctx context.Context, file string, out *fuse.EntryOut
 	out.SetEntryTimeout(time.Millisecond)
 	out.SetAttrTimeout(time.Millisecond)
 	return ch, entry(ctx, ch.Operations(), out)
+}
+
+// Create is writing a position to a cursor Lookup does not resolve (one
+// named like a file of the tree, before it has a position).
+func (d *cursorsDir) Create(ctx context.Context, file string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if d.fsys.opts.ReadOnly {
+		return nil, nil, 0, syscall.EROFS
+	}
+	name, jsonl, ok := cursorName(file)
+	if !ok {
+		return nil, nil, 0, syscall.EINVAL
+	}
+	if _, err := d.fsys.topic(ctx, d.topic, d.gen); err != nil {
+		return nil, nil, 0, d.fsys.errno("create", err)
+	}
+	ch := d.childInode(ctx, file, fs.StableAttr{Mode: syscall.S_IFREG, Ino: d.ino(file), Gen: d.gen + 1}, func() fs.InodeEmbedder {
+		return &cursorNode{fsys: d.fsys, topic: d.topic, gen: d.gen, id: d.id, name: name, jsonl: jsonl}
+	})
+	out.Mode = syscall.S_IFREG | d.fsys.perm(0644)
+	out.SetEntryTimeout(time.Millisecond)
+	out.SetAttrTimeout(time.Millisecond)
+	return ch, &cursorWriteHandle{}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Readdir lists the cursors with a position here (for a topic: on any

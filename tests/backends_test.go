@@ -50,6 +50,7 @@ var backendCases = []backendCase{
 	{"cursor starts at latest", `echo cursor.start=latest > $MNT/t/config; seq 1 3 > $MNT/t/0/append; wc -l < $MNT/t/0/cursors/c; echo 4 > $MNT/t/0/append; cat $MNT/t/0/cursors/c`, "0\n4\n"},
 	{"cursor stats", `seq 1 5 > $MNT/t/0/append; echo 2 > $MNT/t/0/cursors/c; jq -c .cursors $MNT/t/0/stats; jq -c .cursors $MNT/t/stats`, "{\"c\":{\"offset\":2,\"lag\":3}}\n{\"c\":{\"offsets\":{\"0\":2},\"lag\":3}}\n"},
 	// Keyed views (README, Keyed views): the latest value per key.
+	{"cursor globs", `seq 1 3 > $MNT/t/0/append; cat $MNT/t/*/records | wc -l; ls $MNT/t/0/cursors | wc -l; echo 1 > $MNT/t/0/cursors/stats; cat $MNT/t/0/cursors/stats`, "3\n0\n2\n3\n"},
 	{"by-key reads the latest value", `echo parse.key=true > $MNT/t/config; printf 'a\t1\nb\t2\na\t3\n' > $MNT/t/append; cat $MNT/t/by-key/a; cat $MNT/t/by-key/b`, "3\n2\n"},
 	{"by-key write and read back", `echo hello > $MNT/t/by-key/k; cat $MNT/t/by-key/k; echo again > $MNT/t/by-key/k; cat $MNT/t/by-key/k; jq -r .key $MNT/t/0/by-offset/-1.jsonl`, "hello\nagain\nk\n"},
 	{"by-key ls and rm", `echo 1 > $MNT/t/by-key/x; echo 2 > $MNT/t/by-key/y; ls $MNT/t/by-key | tr '\n' ' '; rm $MNT/t/by-key/x; ls $MNT/t/by-key | tr '\n' ' '; cat $MNT/t/by-key/x 2>/dev/null || echo gone`, "x y y gone\n"},
