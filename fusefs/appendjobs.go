@@ -336,7 +336,10 @@ func (h *appendHandle) takeErr() error {
 
 // notifyWait bounds how long close(2) waits for the kernel to learn of the
 // appended records (a notification could in theory wait on a page lock).
-const notifyWait = 200 * time.Millisecond
+// It is the attribute timeout: by then the kernel's cached sizes have
+// expired anyway, so a stat after close(2) is exact even when a loaded
+// machine delays the notification past a shorter wait.
+const notifyWait = attrTimeout
 
 // awaitNotified waits (bounded) until the views of the partitions this
 // handle appended to have been told of their growth. The caller holds h.mu.
