@@ -464,8 +464,13 @@ func (s *Segment) faultedLocked() bool {
 	return (s.mu.oidx != nil && s.mu.oidx.Faulted()) || (s.mu.tidx != nil && s.mu.tidx.Faulted())
 }
 
-// rebuildFaulted rebuilds the indexes whose mapping faulted, once.
+// rebuildFaulted rebuilds, once, the indexes of a sealed segment whose
+// mapping faulted. (The active segment's belong to the writer: its lookups
+// keep answering by scanning.)
 func (s *Segment) rebuildFaulted() {
+	if !s.Sealed() {
+		return
+	}
 	s.mu.Lock()
 	if s.mu.closed || !s.faultedLocked() {
 		s.mu.Unlock()

@@ -21,14 +21,15 @@ import (
 //
 // A read-only index on a file system that can map (the OS) is a read-only
 // MAP_SHARED mapping of the entries validated at open; the file is closed
-// at once (the mapping keeps the inode). Sealed index files are written
-// only by topicfs, and only after their mapping is gone (a rebuild closes
-// the index before it unlinks the file and writes a new one), so the
-// mapped bytes never change. A file cut short behind topicfs's back would
-// make a read of the mapping fault: reads of such a mapping go through
-// read, which turns the fault into "no entry" answers (always a safe lower
-// bound: the caller scans from the segment's start) and marks the index
-// faulted (Faulted), so that its owner drops it and rebuilds.
+// at once (the mapping keeps the inode). Index files are written only by
+// topicfs, a sealed one only after its mapping is gone (a rebuild closes
+// the index before it unlinks the file and writes a new one), so mapped
+// bytes below n never change. A file cut short behind topicfs's back would
+// make a read of its mapping fault: reads of any mapping go through read,
+// which turns the fault into "no entry" answers (always a safe lower bound:
+// the caller scans from the segment's start) and marks the index faulted
+// (Faulted), so that its owner drops it and rebuilds. (A writable index's
+// appends store into the mapping unguarded, as before.)
 type entryFile struct {
 	fs        vfs.FS
 	path      string
@@ -190,7 +191,7 @@ func readGuarded(fn func()) (ok bool) {
 }
 
 // read calls fn with the entry count and a view holding them. On a
-// read-only mapping fn runs guarded: after a fault (now or before) read
+// mapping fn runs guarded: after a fault (now or before) read
 // reports false, the index is Faulted, and the caller answers as for an
 // empty index.
 func (x *entryFile) read(fn func(n int, view []byte)) bool {
@@ -292,7 +293,7 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	x.unmap, x.mm = mapper.Munmap, mm
+	x.unmap, x.mm, x.guarded = mapper.Munmap, mm, true
 	mappedCount.Add(1)
 	mappedBytes.Add(int64(len(mm)))
 	// Only the old file's bytes can hold entries or garbage: past them the
