@@ -190,6 +190,21 @@ func readGuarded(fn func()) (ok bool) {
 	return true
 }
 
+// endGuard, deferred by a lookup that reads a mapping after
+// debug.SetPanicOnFault(true) returned old, restores old and turns a fault
+// while reading into Faulted (the lookup returns what its results held:
+// set them to the empty index's answer before reading). Lookups, the hot
+// path, use it instead of read to spare read's closures.
+func (x *entryFile) endGuard(old bool) {
+	debug.SetPanicOnFault(old)
+	if v := recover(); v != nil {
+		if _, fault := v.(interface{ Addr() uintptr }); !fault {
+			panic(v)
+		}
+		x.faulted.Store(true)
+	}
+}
+
 // read calls fn with the entry count and a view holding them. On a
 // mapping fn runs guarded: after a fault (now or before) read
 // reports false, the index is Faulted, and the caller answers as for an

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -142,12 +143,17 @@ func (x *OffsetIndex) Append(offset int64, pos int64) error {
 // last offset is >= target. O(log n).
 func (x *OffsetIndex) Lookup(target int64) (offset, pos int64) {
 	offset = x.ef.base
-	x.ef.read(func(n int, view []byte) {
-		if i := x.search(n, view, target); i >= 0 {
-			rel, p := decodeOffsetEntry(x.ef.entry(view, i))
-			offset, pos = x.ef.base+int64(rel), int64(p)
+	n, view := x.ef.snapshot()
+	if x.ef.guarded {
+		if x.ef.faulted.Load() {
+			return offset, 0
 		}
-	})
+		defer x.ef.endGuard(debug.SetPanicOnFault(true))
+	}
+	if i := x.search(n, view, target); i >= 0 {
+		rel, p := decodeOffsetEntry(x.ef.entry(view, i))
+		offset, pos = x.ef.base+int64(rel), int64(p)
+	}
 	return offset, pos
 }
 

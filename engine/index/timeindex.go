@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sort"
 
 	"github.com/topicfs/topicfs/engine/vfs"
@@ -154,25 +155,30 @@ func (x *TimeIndex) MaybeAppend(ts, offset int64, skipFull bool) error {
 // if there is none (or the index Faulted). O(log n).
 func (x *TimeIndex) Lookup(target int64) (timestamp, offset int64) {
 	timestamp, offset = -1, x.ef.base
-	x.ef.read(func(n int, view []byte) {
-		tsAt := func(i int) int64 { return int64(binary.BigEndian.Uint64(view[i*TimeEntrySize:])) }
-		lo, hi := 0, n
-		if warm := n - 1 - warmBytes/TimeEntrySize; warm > 0 && tsAt(warm) <= target {
-			lo = warm + 1
+	n, view := x.ef.snapshot()
+	if x.ef.guarded {
+		if x.ef.faulted.Load() {
+			return timestamp, offset
 		}
-		for lo < hi {
-			mid := int(uint(lo+hi) >> 1)
-			if tsAt(mid) > target {
-				hi = mid
-			} else {
-				lo = mid + 1
-			}
+		defer x.ef.endGuard(debug.SetPanicOnFault(true))
+	}
+	tsAt := func(i int) int64 { return int64(binary.BigEndian.Uint64(view[i*TimeEntrySize:])) }
+	lo, hi := 0, n
+	if warm := n - 1 - warmBytes/TimeEntrySize; warm > 0 && tsAt(warm) <= target {
+		lo = warm + 1
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if tsAt(mid) > target {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
-		if i := lo - 1; i >= 0 {
-			ts, rel := decodeTimeEntry(x.ef.entry(view, i))
-			timestamp, offset = ts, x.ef.base+int64(rel)
-		}
-	})
+	}
+	if i := lo - 1; i >= 0 {
+		ts, rel := decodeTimeEntry(x.ef.entry(view, i))
+		timestamp, offset = ts, x.ef.base+int64(rel)
+	}
 	return timestamp, offset
 }
 
