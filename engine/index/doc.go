@@ -10,9 +10,9 @@
 // A read-only index (a sealed segment's) is mapped read-only on the real
 // file system, only the whole entries of the length it had at open, and
 // the file closed; elsewhere it is read into the heap once. Reads of such a
-// mapping are guarded: a file cut short under it makes them answer as an
-// empty index and Faulted report it, instead of a SIGBUS. Mapped counts
-// the live mappings.
+// mapping (and of a writable one once Trim sealed it) are guarded: a file
+// cut short under it makes them answer as an empty index and Faulted
+// report it, instead of a SIGBUS. Mapped counts the live mappings.
 //
 // Opening trusts no terminator: like Kafka's DumpLogSegments it stops at the
 // first entry after entry 0 whose offset equals the base offset (the zero

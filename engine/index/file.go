@@ -25,11 +25,13 @@ import (
 // topicfs, a sealed one only after its mapping is gone (a rebuild closes
 // the index before it unlinks the file and writes a new one), so mapped
 // bytes below n never change. A file cut short behind topicfs's back would
-// make a read of its mapping fault: reads of any mapping go through read,
-// which turns the fault into "no entry" answers (always a safe lower bound:
-// the caller scans from the segment's start) and marks the index faulted
-// (Faulted), so that its owner drops it and rebuilds. (A writable index's
-// appends store into the mapping unguarded, as before.)
+// make a read of its mapping fault: reads of a read-only mapping, or of a
+// writable one once trimmed (a sealed segment's, rolled in this process),
+// are guarded (read, endGuard), which turns the fault into "no entry"
+// answers (always a safe lower bound: the caller scans from the segment's
+// start) and marks the index faulted (Faulted), so that its owner drops it
+// and rebuilds. The active index is not guarded: its appends store into
+// the mapping, and would fault anyway.
 type entryFile struct {
 	fs        vfs.FS
 	path      string
@@ -206,7 +208,7 @@ func (x *entryFile) endGuard(old bool) {
 }
 
 // read calls fn with the entry count and a view holding them. On a
-// mapping fn runs guarded: after a fault (now or before) read
+// guarded mapping fn runs guarded: after a fault (now or before) read
 // reports false, the index is Faulted, and the caller answers as for an
 // empty index.
 func (x *entryFile) read(fn func(n int, view []byte)) bool {
@@ -308,7 +310,7 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	x.unmap, x.mm, x.guarded = mapper.Munmap, mm, true
+	x.unmap, x.mm = mapper.Munmap, mm
 	mappedCount.Add(1)
 	mappedBytes.Add(int64(len(mm)))
 	// Only the old file's bytes can hold entries or garbage: past them the
@@ -473,6 +475,13 @@ func (x *entryFile) trim() error {
 	}
 	if err := x.flushTruncate(); err != nil {
 		return err
+	}
+	if x.mm != nil {
+		// Trimmed on seal: the index is read, no longer appended to, so
+		// its reads are guarded as a read-only mapping's. (The active
+		// index's are not: a file cut under it would fault on the next
+		// append anyway.)
+		x.guarded = true
 	}
 	want := x.n.Load() * int64(x.entrySize)
 	if x.fileSize == want {
