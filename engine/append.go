@@ -41,7 +41,8 @@ type appendParams struct {
 	rollMs    int64 // segment.ms, capped by max.compaction.lag.ms on compacted topics
 	now       time.Time
 	nowMs     int64
-	runLimit  int // write the run when it reaches this many bytes (maxRunBytes)
+	runLimit  int   // write the run when it reaches this many bytes (maxRunBytes)
+	epoch     int32 // partitionLeaderEpoch stamped on the batches (LatestEpoch)
 	// verified: the call's batches were CRC-checked before they were
 	// placed (AppendAsFollower); the segment then marks their bytes
 	// (verifiedspan.go).
@@ -60,6 +61,7 @@ func (p *Partition) appendParamsLocked(cfg *Config, now time.Time) appendParams 
 	ap := *c
 	ap.now, ap.nowMs = now, now.UnixMilli()
 	ap.runLimit = maxRunBytes
+	ap.epoch = p.epochs.latest.Load()
 	return ap
 }
 
@@ -139,7 +141,7 @@ func (p *Partition) AppendLines(lines []byte, batchBytes int) (first, last int64
 
 // encodeLinesLocked encodes lines batch by batch into the run.
 func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendParams) error {
-	spec := appendSpec(record.None, ap.logAppend)
+	spec := appendSpec(record.None, ap.logAppend, ap.epoch)
 	for rest := lines; len(rest) > 0; {
 		start := len(p.w.encBuf)
 		spec.BaseOffset = p.nextOffsetLocked()
@@ -159,11 +161,12 @@ func (p *Partition) encodeLinesLocked(lines []byte, batchBytes int, ap *appendPa
 }
 
 // appendSpec is the spec of the batches an append call encodes: no
-// producer, no sequence, leader epoch 0, offsets from BaseOffset on.
-func appendSpec(codec record.Codec, logAppendTime bool) record.BatchSpec {
+// producer, no sequence, the partition's current leader epoch (as a
+// leader stamps it), offsets from BaseOffset on.
+func appendSpec(codec record.Codec, logAppendTime bool, epoch int32) record.BatchSpec {
 	return record.BatchSpec{
 		Codec: codec, LogAppendTime: logAppendTime, ProducerID: -1, ProducerEpoch: -1,
-		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1,
+		BaseSequence: -1, DeleteHorizonMs: -1, LastOffsetDelta: -1, PartitionLeaderEpoch: epoch,
 	}
 }
 
@@ -270,7 +273,7 @@ func (p *Partition) trimBuffersLocked(cfg *Config) {
 // run was written, the group's batches are taken out of the run again.
 // Callers hold mu.
 func (p *Partition) appendGroupLocked(recs []record.Record, ap *appendParams) error {
-	spec := appendSpec(ap.codec, ap.logAppend)
+	spec := appendSpec(ap.codec, ap.logAppend, ap.epoch)
 	// A record that cannot fit a batch on its own fails the whole group
 	// before anything of it is placed. Uncompressed groups that fit one
 	// batch need no check: encoding the batch is the check.
@@ -550,14 +553,14 @@ func (p *Partition) appendBatchLocked(raw []byte, b *record.Batch, cfg *Config, 
 	p.w.encBuf = buf
 	first = p.logEnd.Load()
 	last = first + int64(b.LastOffsetDelta)
+	ap := p.appendParamsLocked(cfg, now)
 	record.SetBaseOffset(buf, first)
-	record.SetPartitionLeaderEpoch(buf, 0)
+	record.SetPartitionLeaderEpoch(buf, ap.epoch)
 	maxTs := b.MaxTimestamp
 	if cfg.LogAppendTime() {
 		maxTs = now.UnixMilli()
 		record.SetLogAppendTime(buf, maxTs)
 	}
-	ap := p.appendParamsLocked(cfg, now)
 	err = p.placeLocked(batchSpan{start: 0, end: len(buf), first: first, last: last, maxTs: maxTs, count: int(b.RecordCount)}, &ap)
 	if err == nil {
 		err = p.writeRunLocked()

@@ -39,6 +39,7 @@ type Config struct {
 	CleanerThreads           int64   // log.cleaner.threads (mount-wide)
 	CleanerDedupeBufferSize  int64   // log.cleaner.dedupe.buffer.size (mount-wide)
 	CleanerLoadFactor        float64 // log.cleaner.io.buffer.load.factor (mount-wide)
+	IndexMappedMaxSegments   int64   // log.index.mapped.max.segments (mount-wide)
 	BatchSize                int64   // batch.size: append batching, bytes
 	LingerMs                 int64   // linger.ms: append batching delay
 	ParseKey                 bool    // parse.key: appended lines are key<separator>value
@@ -75,6 +76,7 @@ func DefaultConfig() Config {
 		CleanerThreads:           1,
 		CleanerDedupeBufferSize:  134217728,
 		CleanerLoadFactor:        0.9,
+		IndexMappedMaxSegments:   1024,
 		BatchSize:                16384,
 		LingerMs:                 5,
 		ParseKey:                 false,
@@ -139,6 +141,10 @@ const (
 	// many keys as a broker's. The map adds a one-byte probe tag per entry
 	// on top (policies.OffsetMap; DedupeMemory).
 	OffsetMapEntryBytes = 24
+	// MaxIndexMappedSegments bounds log.index.mapped.max.segments: each
+	// sealed segment with open indexes takes two mappings, and Linux's
+	// default vm.max_map_count is 65530 for the whole process.
+	MaxIndexMappedSegments = 16384
 	// MaxBatchSize bounds batch.size: every open append file may buffer
 	// that much per partition before it appends.
 	MaxBatchSize = 64 << 20
@@ -176,6 +182,7 @@ var settings = []setting{
 	// validator; 0 would map no key at all, and above 1 a full map has no
 	// empty slot to end a probe.
 	{name: "log.cleaner.io.buffer.load.factor", f64: func(c *Config) *float64 { return &c.CleanerLoadFactor }, fmin: 0, fmax: 1, fminOpen: true},
+	intSetting("log.index.mapped.max.segments", func(c *Config) *int64 { return &c.IndexMappedMaxSegments }, 1, MaxIndexMappedSegments),
 	intSetting("batch.size", func(c *Config) *int64 { return &c.BatchSize }, 0, MaxBatchSize),
 	intSetting("linger.ms", func(c *Config) *int64 { return &c.LingerMs }, 0, MaxDurationMs),
 	{name: "parse.key", b: func(c *Config) *bool { return &c.ParseKey }},
@@ -306,10 +313,12 @@ func ConfigNames() []string {
 }
 
 // IsTopicSetting reports whether name is a known per-topic setting; the
-// log.cleaner.* settings and key.index.memory.bytes are mount-wide.
+// log.cleaner.* settings, log.index.mapped.max.segments and
+// key.index.memory.bytes are mount-wide.
 func IsTopicSetting(name string) bool {
 	_, ok := findSetting(name)
-	return ok && !strings.HasPrefix(name, "log.cleaner.") && name != "key.index.memory.bytes"
+	return ok && !strings.HasPrefix(name, "log.cleaner.") && name != "log.index.mapped.max.segments" &&
+		name != "key.index.memory.bytes"
 }
 
 // Get returns the value of name as Set accepts it.

@@ -34,6 +34,7 @@ var configRanges = []struct{ name, min, max string }{
 	{"log.cleaner.threads", "0", "32"},
 	{"log.cleaner.dedupe.buffer.size", "1048576", "68719476704"},
 	{"log.cleaner.io.buffer.load.factor", "0 (excluded)", "1"},
+	{"log.index.mapped.max.segments", "1", "16384"},
 	{"batch.size", "0", "67108864"},
 	{"linger.ms", "0", "9223372036854"},
 	{"key.index.memory.bytes", "16384", "68719476736"},

@@ -37,6 +37,7 @@ var configTable = []struct{ name, def string }{
 	{"log.cleaner.threads", "1"},
 	{"log.cleaner.dedupe.buffer.size", "134217728"},
 	{"log.cleaner.io.buffer.load.factor", "0.9"},
+	{"log.index.mapped.max.segments", "1024"},
 	{"batch.size", "16384"},
 	{"linger.ms", "5"},
 	{"parse.key", "false"},

@@ -57,7 +57,7 @@ func (p *Partition) EncodeLines(e *EncodedLines, lines []byte, batchBytes int) e
 		return fmt.Errorf("engine: EncodeLines: e holds lines of another partition or configuration")
 	}
 	maxBytes := int(cfg.MaxRecordBytes())
-	spec := appendSpec(record.None, cfg.LogAppendTime())
+	spec := appendSpec(record.None, cfg.LogAppendTime(), 0) // the epoch is stamped when placed
 	nowMs := p.now().UnixMilli()
 	buf, nb := e.buf, len(e.batches)
 	for rest := lines; len(rest) > 0; {
@@ -135,6 +135,7 @@ func (p *Partition) placeEncodedLocked(e *EncodedLines, ap *appendParams) error 
 		}
 		base := p.nextOffsetLocked()
 		record.SetBaseOffset(e.buf[b.start:b.end], base)
+		record.SetPartitionLeaderEpoch(e.buf[b.start:b.end], ap.epoch)
 		sp := batchSpan{start: b.start, end: b.end, first: base, last: base + int64(b.count) - 1, maxTs: b.maxTs, count: b.count}
 		if err := p.placeLocked(sp, ap); err != nil {
 			return err

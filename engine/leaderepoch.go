@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -121,6 +122,19 @@ type epochCache struct {
 	mu      sync.Mutex
 	on      bool // kept and written
 	entries []EpochEntry
+	// latest is the last entry's epoch (0 with none): the current leader
+	// epoch, which appends stamp on their batches as a leader does.
+	latest atomic.Int32
+}
+
+// setEntriesLocked installs entries; callers hold c.mu.
+func (c *epochCache) setEntriesLocked(entries []EpochEntry) {
+	c.entries = entries
+	var e int32
+	if n := len(entries); n > 0 {
+		e = entries[n-1].Epoch
+	}
+	c.latest.Store(e)
 }
 
 // loadLeaderEpochs reads the partition's leader-epoch-checkpoint, cuts it
@@ -152,7 +166,7 @@ func (p *Partition) loadLeaderEpochs() error {
 		kept = []EpochEntry{{Epoch: 0, StartOffset: p.logEnd.Load()}}
 	}
 	if err == nil && len(kept) == len(entries) && (len(kept) == 0 || kept[0] == entries[0]) {
-		c.entries = kept // unchanged: no write
+		c.setEntriesLocked(kept) // unchanged: no write
 		return nil
 	}
 	return p.writeEpochsLocked(kept)
@@ -184,9 +198,14 @@ func (p *Partition) writeEpochsLocked(entries []EpochEntry) error {
 	if err := vfs.WriteFileAtomic(p.fs, path, FormatLeaderEpochCheckpoint(entries), 0o644); err != nil {
 		return fmt.Errorf("engine: write %s: %w", path, err)
 	}
-	p.epochs.entries = entries
+	p.epochs.setEntriesLocked(entries)
 	return nil
 }
+
+// LatestEpoch returns the partition's current leader epoch: the last
+// entry's of its leader epoch cache, 0 when it keeps none. Local appends
+// stamp it as partitionLeaderEpoch; AppendAsFollower keeps the leader's.
+func (p *Partition) LatestEpoch() int32 { return p.epochs.latest.Load() }
 
 // LeaderEpochs returns the partition's leader epoch entries (nil when the
 // partition keeps none: not part of a read-write LogDir).

@@ -959,18 +959,20 @@ func copyOldestSegments(p *Partition) error {
 }
 
 // TestLoadedIndexesAreBounded: reading every segment of a long log keeps at
-// most maxLoadedIndexes sealed segments' indexes loaded, and lookups still
-// answer after an eviction.
+// most the indexLRU's bound of sealed segments' indexes loaded, and lookups
+// still answer after an eviction.
 func TestLoadedIndexesAreBounded(t *testing.T) {
+	const bound = 16
 	fs := vfs.NewMem()
 	cfg := testConfig()
 	cfg.SegmentBytes = 400
 	fillPartition(t, fs, "/d/t-0", cfg, 80)
-	p := openTest(t, fs, "/d/t-0", cfg) // unclean: recovery rebuilds them all
+	lru := newIndexLRU(bound)
+	p := openTest(t, fs, "/d/t-0", cfg, func(o *PartitionOptions) { o.indexes = lru }) // unclean: recovery rebuilds them all
 	defer p.Close()
 	snap := p.Snapshot()
 	defer snap.Release()
-	require.Greater(t, len(snap.Segments), 2*maxLoadedIndexes)
+	require.Greater(t, len(snap.Segments), 2*bound)
 	countLoaded := func() int {
 		n := 0
 		for _, s := range snap.Segments[:len(snap.Segments)-1] {
@@ -982,7 +984,7 @@ func TestLoadedIndexesAreBounded(t *testing.T) {
 		}
 		return n
 	}
-	assert.LessOrEqual(t, countLoaded(), maxLoadedIndexes)
+	assert.LessOrEqual(t, countLoaded(), bound)
 	for round := 0; round < 2; round++ {
 		for _, s := range snap.Segments {
 			_, err := s.FindOffset(s.BaseOffset() + 5)
@@ -990,7 +992,8 @@ func TestLoadedIndexesAreBounded(t *testing.T) {
 			_, _, err = s.FindTimestamp(0)
 			require.NoError(t, err)
 		}
-		assert.LessOrEqual(t, countLoaded(), maxLoadedIndexes)
+		assert.LessOrEqual(t, countLoaded(), bound)
+		assert.Equal(t, bound, lru.stats().Segments)
 	}
 	checkIndexes(t, p)
 }

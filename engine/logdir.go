@@ -98,6 +98,7 @@ type LogDir struct {
 	log      *slog.Logger
 	now      func() time.Time
 	unlock   io.Closer // nil when read-only
+	indexes  *indexLRU // every partition's sealed segments with open indexes
 
 	// admin serializes administrative operations and the persisted config.
 	admin     sync.Mutex
@@ -148,6 +149,7 @@ func OpenLogDir(fsys vfs.FS, path string, opts LogDirOptions) (*LogDir, error) {
 	if reflect.ValueOf(d.defaults).IsZero() {
 		d.defaults = DefaultConfig()
 	}
+	d.indexes = newIndexLRU(int(d.defaults.IndexMappedMaxSegments))
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -378,6 +380,7 @@ func (d *LogDir) openPartitions(found []TopicPartition, cfgs map[string]Config, 
 				ReadOnly:       d.readOnly,
 				Logger:         d.log,
 				Now:            d.now,
+				indexes:        d.indexes,
 			})
 		}()
 	}
@@ -507,6 +510,10 @@ func (d *LogDir) Path() string { return d.path }
 
 // FS returns the file system the directory lives on.
 func (d *LogDir) FS() vfs.FS { return d.fs }
+
+// IndexStats describes the sealed segments of every partition whose
+// indexes are open, within log.index.mapped.max.segments.
+func (d *LogDir) IndexStats() IndexStats { return d.indexes.stats() }
 
 // ReadOnly reports whether the directory was opened read-only.
 func (d *LogDir) ReadOnly() bool { return d.readOnly }

@@ -154,6 +154,7 @@ func (d *LogDir) createPartitions(topic string, cfg Config, from, to int, extra 
 			LeaderEpochs:   true,
 			Logger:         d.log,
 			Now:            d.now,
+			indexes:        d.indexes,
 		})
 		if err != nil {
 			for _, q := range parts {

@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type PartitionOptions struct {
 	// DeleteHorizon is the earliest pending delete horizon (Unix ms) from
 	// topicfs-delete-horizons; 0 or negative: none (horizons.go).
 	DeleteHorizon int64
+
+	// indexes bounds the sealed segments with open indexes, shared by
+	// every partition of a LogDir; nil: the process's (defaultIndexLRU).
+	indexes *indexLRU
 }
 
 // PartitionStats are a partition's counters since it was opened.
@@ -108,7 +113,7 @@ type Partition struct {
 		deleted   []deletedFile
 	}
 	flushMu sync.Mutex // serialises Flush
-	indexes indexCache // sealed segments whose indexes are loaded
+	indexes *indexLRU  // bounds the sealed segments with open indexes (shared)
 
 	subMu sync.Mutex                      // serialises Subscribe/cancel
 	subs  atomic.Pointer[[]chan struct{}] // copy on write
@@ -146,7 +151,7 @@ func OpenPartition(fsys vfs.FS, dir, topic string, id int, opts PartitionOptions
 	p.firstDirty.Store(opts.FirstDirty)
 	p.horizon.Store(max(opts.DeleteHorizon, 0))
 	p.w.lastFlush = p.now()
-	p.indexes.max = maxLoadedIndexes
+	p.indexes = cmp.Or(opts.indexes, defaultIndexLRU)
 	p.w.producers = newProducerState()
 	p.w.snaps.unsynced = map[int64]bool{}
 	p.firstUnstable.Store(math.MaxInt64)

@@ -153,7 +153,7 @@ func (s *Segment) indexFloor(target int64) (int64, error) {
 	if s.mu.oidx != nil {
 		_, pos = s.mu.oidx.Lookup(target)
 	}
-	s.mu.RUnlock()
+	s.usedLocked()
 	if pos > s.Size() {
 		pos = 0
 	}

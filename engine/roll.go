@@ -137,7 +137,7 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) er
 		p.logger.Warn("engine: sealing segment", "segment", old.LogPath(), "err", err)
 	}
 	p.releaseReserved(old)
-	old.cache.add(old)
+	old.lru.add(old)
 	nl := make([]*Segment, len(l), len(l)+1)
 	copy(nl, l)
 	p.publish(append(nl, s))
@@ -171,7 +171,7 @@ func (p *Partition) newSegment(base int64, log vfs.File, files segFiles, size in
 	s := &Segment{
 		fs: p.fs, base: base, logger: p.logger, stats: &p.stats,
 		indexMax: int(cfg.SegmentIndexBytes), interval: cfg.IndexIntervalBytes,
-		readOnly: p.opts.ReadOnly, log: log, created: p.now(), cache: &p.indexes,
+		readOnly: p.opts.ReadOnly, log: log, created: p.now(), lru: p.indexes, lruSlot: -1,
 	}
 	s.refs.Store(1)
 	s.size.Store(size)

@@ -111,7 +111,9 @@ type Segment struct {
 	indexMax int   // segment.index.bytes
 	interval int64 // index.interval.bytes (for rebuilds)
 	readOnly bool
-	cache    *indexCache // bounds the sealed segments with loaded indexes
+	lru      *indexLRU     // bounds the sealed segments with open indexes
+	lruSlot  int           // index in lru.segs, -1 when not a member (lru.mu)
+	idxUse   atomic.Uint64 // lru tick of the last lookup
 
 	log     vfs.File // nil: a virtual empty segment (read-only partition with no files)
 	created time.Time
@@ -253,7 +255,7 @@ func (s *Segment) withIndexes(fn func(*index.OffsetIndex, *index.TimeIndex)) err
 	s.mu.RLock()
 	if s.mu.loaded {
 		fn(s.mu.oidx, s.mu.tidx)
-		s.mu.RUnlock()
+		s.usedLocked()
 		return nil
 	}
 	s.mu.RUnlock()
@@ -377,6 +379,7 @@ func (s *Segment) close() error {
 	if m := s.bmemo.Load(); m != nil {
 		m.close()
 	}
+	s.lru.remove(s)
 	var errs []error
 	errs = append(errs, s.closeIndexesLocked())
 	if s.log != nil {
@@ -418,7 +421,7 @@ func (s *Segment) loadIndexes() error {
 	}
 	loadedNow, err := s.loadIndexesSlow()
 	if loadedNow {
-		s.cache.add(s)
+		s.lru.add(s)
 	}
 	return err
 }
@@ -444,45 +447,44 @@ func (s *Segment) loadIndexesSlow() (loadedNow bool, err error) {
 	return err == nil, err
 }
 
-// indexCache bounds, per partition, how many sealed segments keep their
-// indexes loaded (in memory, or mapped for a segment rolled in this
-// process): loading one more evicts the one loaded longest ago, which loads
-// them again when next used. The active segment is not counted.
-type indexCache struct {
-	mu   sync.Mutex
-	max  int
-	segs []*Segment // oldest first
+// usedLocked ends a use of the loaded indexes under the read lock: it
+// releases the lock, stamps the segment as used (indexLRU) and rebuilds
+// the indexes if a read of their mapping faulted.
+func (s *Segment) usedLocked() {
+	faulted := s.faultedLocked()
+	s.mu.RUnlock()
+	s.lru.used(s)
+	if faulted {
+		s.rebuildFaulted()
+	}
 }
 
-// maxLoadedIndexes is the indexCache bound: with the default
-// segment.bytes and index.interval.bytes a sealed segment's indexes hold at
-// most ~5 MiB of entries.
-const maxLoadedIndexes = 16
+// faultedLocked reports that a read of a mapped index faulted: its file
+// was cut short behind topicfs's back (index.OffsetIndex.Faulted).
+func (s *Segment) faultedLocked() bool {
+	return (s.mu.oidx != nil && s.mu.oidx.Faulted()) || (s.mu.tidx != nil && s.mu.tidx.Faulted())
+}
 
-// add records that s has its indexes loaded and evicts the oldest ones
-// beyond the bound. Callers hold no segment lock.
-func (c *indexCache) add(s *Segment) {
-	if c == nil || !s.Sealed() {
+// rebuildFaulted rebuilds, once, the indexes of a sealed segment whose
+// mapping faulted. (The active segment's belong to the writer: its lookups
+// keep answering by scanning.)
+func (s *Segment) rebuildFaulted() {
+	if !s.Sealed() {
 		return
 	}
-	c.mu.Lock()
-	for i, x := range c.segs {
-		if x == s {
-			c.segs = append(c.segs[:i], c.segs[i+1:]...)
-			break
-		}
+	s.mu.Lock()
+	if s.mu.closed || !s.faultedLocked() {
+		s.mu.Unlock()
+		return
 	}
-	c.segs = append(c.segs, s)
-	var victims []*Segment
-	for len(c.segs) > c.max {
-		victims = append(victims, c.segs[0])
-		c.segs[0] = nil
-		c.segs = c.segs[1:]
+	s.logger.Warn("engine: index file cut short under its mapping; rebuilding the indexes", "segment", s.mu.files.log)
+	_, err := s.rebuildLocked(false, nil)
+	s.mu.Unlock()
+	if err != nil {
+		s.logger.Error("engine: rebuilding index", "segment", s.LogPath(), "err", err)
+		return
 	}
-	c.mu.Unlock()
-	for _, v := range victims {
-		v.evictIndexes()
-	}
+	s.lru.add(s)
 }
 
 // evictIndexes closes a sealed segment's indexes; the next use reloads them.

@@ -236,7 +236,7 @@ func (s *Segment) distrustIndexes() {
 		s.logger.Error("engine: rebuilding index", "segment", s.LogPath(), "err", err)
 		return
 	}
-	s.cache.add(s)
+	s.lru.add(s)
 }
 
 // indexPosition returns the offset-index position for target.
@@ -269,7 +269,7 @@ func (s *Segment) useIndexes(fn func(*index.OffsetIndex, *index.TimeIndex, *inde
 		s.mu.RLock()
 		if s.mu.loaded {
 			fn(s.mu.oidx, s.mu.tidx, s.mu.txn)
-			s.mu.RUnlock()
+			s.usedLocked()
 			return nil
 		}
 		s.mu.RUnlock() // evicted in between: load again

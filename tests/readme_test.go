@@ -152,6 +152,7 @@ var configDocs = map[string]configDoc{
 	"log.cleaner.threads":               {"mount-wide: cleaner threads (partitions compacted at once); 0 = no cleaner, as in Kafka", "same name"},
 	"log.cleaner.dedupe.buffer.size":    {"mount-wide: the cleaner's key → offset map, 24 bytes a key as in Kafka (+1 for a probe tag), shared by its threads; at most 2 GiB - 1 per thread", "same name"},
 	"log.cleaner.io.buffer.load.factor": {"mount-wide: share of the map a cleaning fills", "same name"},
+	"log.index.mapped.max.segments":     {"mount-wide: sealed segments with mapped indexes (LRU)", "topicfs"},
 	"batch.size":                        {"bytes of records from one open file grouped into one batch", "producer config"},
 	"linger.ms":                         {"longest wait for more records before a batch is appended (and visible)", "producer config"},
 	"parse.key":                         {"split each appended line into key, key.separator, value", "kafka-console-producer property"},
@@ -159,7 +160,7 @@ var configDocs = map[string]configDoc{
 	"null.marker":                       {"text that stands for a null value: appended with parse.key it is a tombstone; views print it for tombstones", "null.literal (kafka-console-consumer)"},
 	"print.key":                         {"views print key, key.separator, value", "kafka-console-consumer property"},
 	"cursor.start":                      {"where a cursor read for the first time starts: `earliest` or `latest`", "auto.offset.reset (consumer)"},
-	"key.index.memory.bytes":            {"mount-wide: heap of all `by-key/` indexes; past it they spill to files", "topicfs"},
+	"key.index.memory.bytes":            {"mount-wide: heap of the `by-key/` indexes, then spill files", "topicfs"},
 }
 
 const (

@@ -7,7 +7,12 @@
 // real file system, memory-mapped; Trim (on seal) and Close shrink the file to
 // entries*entrySize. On files that cannot be mapped (MemFS, ErrorFS) entries
 // live in a heap buffer and every append is written through with WriteAt.
-// A read-only index is read into memory once (sealed indexes are small).
+// A read-only index (a sealed segment's) is mapped read-only on the real
+// file system, only the whole entries of the length it had at open, and
+// the file closed; elsewhere it is read into the heap once. Reads of such a
+// mapping (and of a writable one once Trim sealed it) are guarded: a file
+// cut short under it makes them answer as an empty index and Faulted
+// report it, instead of a SIGBUS. Mapped counts the live mappings.
 //
 // Opening trusts no terminator: like Kafka's DumpLogSegments it stops at the
 // first entry after entry 0 whose offset equals the base offset (the zero

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine/vfs"
@@ -17,6 +18,20 @@ import (
 // The writer goroutine owns f, mm, fileSize, capacity and closed; readers only
 // load n and view. view always holds at least n entries: the writer publishes
 // a grown view before it stores a larger n.
+//
+// A read-only index on a file system that can map (the OS) is a read-only
+// MAP_SHARED mapping of the entries validated at open; the file is closed
+// at once (the mapping keeps the inode). Index files are written only by
+// topicfs, a sealed one only after its mapping is gone (a rebuild closes
+// the index before it unlinks the file and writes a new one), so mapped
+// bytes below n never change. A file cut short behind topicfs's back would
+// make a read of its mapping fault: reads of a read-only mapping, or of a
+// writable one once trimmed (a sealed segment's, rolled in this process),
+// are guarded (read, endGuard), which turns the fault into "no entry"
+// answers (always a safe lower bound: the caller scans from the segment's
+// start) and marks the index faulted (Faulted), so that its owner drops it
+// and rebuilds. The active index is not guarded: its appends store into
+// the mapping, and would fault anyway.
 type entryFile struct {
 	fs        vfs.FS
 	path      string
@@ -24,14 +39,16 @@ type entryFile struct {
 	entrySize int
 	writable  bool
 
-	f        vfs.File    // nil for read-only indexes (read once, then closed)
-	mapper   vfs.Mmapper // non-nil when mm is a mapping
-	mm       []byte      // the mapping (len == capacity*entrySize)
-	capacity int         // max entries the file may hold
-	fileSize int64       // current file length (writer-owned)
-	reserved int64       // mmap mode: bytes [0, reserved) have disk blocks (vfs.Allocate)
-	openLen  int64       // file length when opened, for SanityCheck
-	openErr  error       // an out-of-order entry found while opening
+	f        vfs.File           // nil for read-only indexes (closed once read or mapped)
+	unmap    func([]byte) error // non-nil when mm is a mapping
+	guarded  bool               // mm is a read-only mapping: reads go through read
+	faulted  atomic.Bool        // a read of the mapping faulted (guarded only)
+	mm       []byte             // the mapping (len == capacity*entrySize)
+	capacity int                // max entries the file may hold
+	fileSize int64              // current file length (writer-owned)
+	reserved int64              // mmap mode: bytes [0, reserved) have disk blocks (vfs.Allocate)
+	openLen  int64              // file length when opened, for SanityCheck
+	openErr  error              // an out-of-order entry found while opening
 	closed   bool
 	dirty    bool // heap mode: the file still holds entries past n (after truncateEntries)
 
@@ -75,6 +92,11 @@ func (x *entryFile) openReadOnly(scan scanFunc) error {
 		return fmt.Errorf("index: stat %s: %w", x.path, err)
 	}
 	x.openLen = size
+	if m, ok := f.(vfs.ReadMmapper); ok {
+		if mapped, err := x.mapReadOnly(m, size, scan); mapped || err != nil {
+			return err
+		}
+	}
 	buf, n, err := x.readEntries(f, size, scan)
 	if err != nil {
 		return err
@@ -85,6 +107,124 @@ func (x *entryFile) openReadOnly(scan scanFunc) error {
 	x.view.Store(&buf)
 	x.n.Store(int64(n))
 	return nil
+}
+
+// maxReadOnlyMap bounds a read-only mapping: the most entries an index can
+// hold (relative offsets are int32, strictly increasing) times the entry size
+// is below it.
+const maxReadOnlyMap = 1 << 36
+
+// mapReadOnly maps the whole entries of the file's size (the length stat
+// gave at open: nothing past it is ever read) and finds the valid ones in
+// the mapping. mapped is false when the file cannot be mapped (no entry,
+// no address space): the caller reads it into the heap instead.
+func (x *entryFile) mapReadOnly(m vfs.ReadMmapper, size int64, scan scanFunc) (mapped bool, err error) {
+	es := int64(x.entrySize)
+	length := size / es * es
+	if length == 0 || length > maxReadOnlyMap {
+		return false, nil
+	}
+	mm, err := m.MmapReadOnly(int(length))
+	if err != nil {
+		return false, nil
+	}
+	n := 0
+	if !readGuarded(func() { n = x.scanView(mm, scan) }) {
+		// Cut short between stat and scan: not an index to trust.
+		_ = m.Munmap(mm)
+		return true, fmt.Errorf("%w: %s: shorter than its %d bytes while opening", ErrCorruptIndex, x.path, size)
+	}
+	view := mm[: n*x.entrySize : n*x.entrySize]
+	x.unmap, x.mm, x.guarded = m.Munmap, mm, true
+	x.capacity = n
+	x.fileSize = size
+	x.view.Store(&view)
+	x.n.Store(int64(n))
+	mappedCount.Add(1)
+	mappedBytes.Add(int64(len(mm)))
+	return true, nil
+}
+
+// scanView returns how many entries of view are valid (scan), recording an
+// out-of-order entry in openErr.
+func (x *entryFile) scanView(view []byte, scan scanFunc) int {
+	es := x.entrySize
+	total := len(view) / es
+	for n := 0; n < total; n++ {
+		var prev []byte
+		if n > 0 {
+			prev = view[(n-1)*es : n*es]
+		}
+		end, bad := scan(n, prev, view[n*es:(n+1)*es])
+		if end {
+			if bad != nil {
+				x.openErr = fmt.Errorf("%w: %s: %v", ErrCorruptIndex, x.path, bad)
+			}
+			return n
+		}
+	}
+	return total
+}
+
+// Live mappings of index files in this process, for tests and stats.
+var mappedCount, mappedBytes atomic.Int64
+
+// Mapped returns how many index files this process has mapped now and the
+// bytes those mappings span (read-only mappings of sealed indexes and
+// read-write ones of writable indexes).
+func Mapped() (files, bytes int64) { return mappedCount.Load(), mappedBytes.Load() }
+
+// readGuarded calls fn, which reads a read-only mapping, and reports false
+// when a read faulted (the file was cut short under the mapping) instead of
+// letting the fault kill the process.
+func readGuarded(fn func()) (ok bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if v := recover(); v != nil {
+			if _, fault := v.(interface{ Addr() uintptr }); !fault {
+				panic(v)
+			}
+			ok = false
+		}
+	}()
+	fn()
+	return true
+}
+
+// endGuard, deferred by a lookup that reads a mapping after
+// debug.SetPanicOnFault(true) returned old, restores old and turns a fault
+// while reading into Faulted (the lookup returns what its results held:
+// set them to the empty index's answer before reading). Lookups, the hot
+// path, use it instead of read to spare read's closures.
+func (x *entryFile) endGuard(old bool) {
+	debug.SetPanicOnFault(old)
+	if v := recover(); v != nil {
+		if _, fault := v.(interface{ Addr() uintptr }); !fault {
+			panic(v)
+		}
+		x.faulted.Store(true)
+	}
+}
+
+// read calls fn with the entry count and a view holding them. On a
+// guarded mapping fn runs guarded: after a fault (now or before) read
+// reports false, the index is Faulted, and the caller answers as for an
+// empty index.
+func (x *entryFile) read(fn func(n int, view []byte)) bool {
+	n, view := x.snapshot()
+	if !x.guarded {
+		fn(n, view)
+		return true
+	}
+	if x.faulted.Load() {
+		return false
+	}
+	if readGuarded(func() { fn(n, view) }) {
+		return true
+	}
+	x.faulted.Store(true)
+	return false
 }
 
 // readEntries reads f chunk by chunk until the end of the valid entries, so
@@ -170,7 +310,9 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	x.mapper, x.mm = mapper, mm
+	x.unmap, x.mm = mapper.Munmap, mm
+	mappedCount.Add(1)
+	mappedBytes.Add(int64(len(mm)))
 	// Only the old file's bytes can hold entries or garbage: past them the
 	// Truncate above left holes that read as zeros. Scanning or comparing
 	// those would fault in every page of a new 10 MiB index (~20 MiB per
@@ -334,6 +476,13 @@ func (x *entryFile) trim() error {
 	if err := x.flushTruncate(); err != nil {
 		return err
 	}
+	if x.mm != nil {
+		// Trimmed on seal: the index is read, no longer appended to, so
+		// its reads are guarded as a read-only mapping's. (The active
+		// index's are not: a file cut under it would fault on the next
+		// append anyway.)
+		x.guarded = true
+	}
 	want := x.n.Load() * int64(x.entrySize)
 	if x.fileSize == want {
 		return nil
@@ -370,7 +519,9 @@ func (x *entryFile) closeMapping() error {
 	x.mm = nil
 	empty := []byte{}
 	x.view.Store(&empty)
-	return x.mapper.Munmap(mm)
+	mappedCount.Add(-1)
+	mappedBytes.Add(-int64(len(mm)))
+	return x.unmap(mm)
 }
 
 // close trims a writable index and releases the file.

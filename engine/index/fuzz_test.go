@@ -70,6 +70,17 @@ func FuzzOffsetIndex(f *testing.F) {
 			t.Fatalf("writable open: %d entries, read-only %d", y.Entries(), n)
 		}
 		_ = y.Close()
+		m, _ := openBothOffset(t, raw, base)
+		if m.Entries() != n || (m.SanityCheck() == nil) != (x.SanityCheck() == nil) {
+			t.Fatalf("mapped open: %d entries (%v), heap %d (%v)", m.Entries(), m.SanityCheck(), n, x.SanityCheck())
+		}
+		for i := 0; i < n; i++ {
+			mo, mp := m.Entry(i)
+			ho, hp := x.Entry(i)
+			if mo != ho || mp != hp {
+				t.Fatalf("mapped entry %d = (%d, %d), heap (%d, %d)", i, mo, mp, ho, hp)
+			}
+		}
 	})
 }
 
@@ -114,5 +125,16 @@ func FuzzTimeIndex(f *testing.F) {
 			t.Fatalf("writable open: %d entries, read-only %d", y.Entries(), n)
 		}
 		_ = y.Close()
+		m, _ := openBothTime(t, raw, base)
+		if m.Entries() != n || (m.SanityCheck() == nil) != (x.SanityCheck() == nil) {
+			t.Fatalf("mapped open: %d entries (%v), heap %d (%v)", m.Entries(), m.SanityCheck(), n, x.SanityCheck())
+		}
+		for i := 0; i < n; i++ {
+			mt, mo := m.Entry(i)
+			ht, ho := x.Entry(i)
+			if mt != ht || mo != ho {
+				t.Fatalf("mapped entry %d = (%d, %d), heap (%d, %d)", i, mt, mo, ht, ho)
+			}
+		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 
 	"github.com/topicfs/topicfs/engine/vfs"
 )
@@ -78,24 +79,40 @@ func (x *OffsetIndex) MaxEntries() int { return x.ef.capacity }
 func (x *OffsetIndex) IsFull() bool { return x.Entries() >= x.ef.capacity }
 
 // Entry returns entry i (0 <= i < Entries()) as an absolute offset and a position.
+// After a fault (Faulted) it returns (base, 0).
 func (x *OffsetIndex) Entry(i int) (offset, pos int64) {
-	n, view := x.ef.snapshot()
-	if i < 0 || i >= n {
-		panic(fmt.Sprintf("index: entry %d out of range [0,%d)", i, n))
-	}
-	rel, p := decodeOffsetEntry(x.ef.entry(view, i))
-	return x.ef.base + int64(rel), int64(p)
+	offset = x.ef.base
+	x.ef.read(func(n int, view []byte) {
+		if i < 0 || i >= n {
+			panic(fmt.Sprintf("index: entry %d out of range [0,%d)", i, n))
+		}
+		rel, p := decodeOffsetEntry(x.ef.entry(view, i))
+		offset, pos = x.ef.base+int64(rel), int64(p)
+	})
+	return offset, pos
 }
 
-// LastOffset returns the offset of the last entry, or the base offset if empty.
+// LastOffset returns the offset of the last entry, or the base offset if
+// empty (or Faulted).
 func (x *OffsetIndex) LastOffset() int64 {
-	n, view := x.ef.snapshot()
-	if n == 0 {
-		return x.ef.base
-	}
-	rel, _ := decodeOffsetEntry(x.ef.entry(view, n-1))
-	return x.ef.base + int64(rel)
+	last := x.ef.base
+	x.ef.read(func(n int, view []byte) {
+		if n > 0 {
+			rel, _ := decodeOffsetEntry(x.ef.entry(view, n-1))
+			last = x.ef.base + int64(rel)
+		}
+	})
+	return last
 }
+
+// Faulted reports that a read of the index's read-only mapping faulted
+// (its file was cut short under it): every answer since is the empty
+// index's. Its owner should close it and rebuild the file.
+func (x *OffsetIndex) Faulted() bool { return x.ef.faulted.Load() }
+
+// Mapped reports whether the entries are read from a mapping of the file
+// (else from the heap).
+func (x *OffsetIndex) Mapped() bool { return x.ef.mm != nil }
 
 // Append adds the entry (offset, pos). offset must be above the last entry's
 // and within [base, base+MaxInt32]; pos must fit an int32. A first entry
@@ -122,16 +139,22 @@ func (x *OffsetIndex) Append(offset int64, pos int64) error {
 }
 
 // Lookup returns the largest entry with offset <= target, or (base, 0) if
-// there is none. The caller scans batches from pos for the first one whose
+// there is none (or the index Faulted). The caller scans batches from pos for the first one whose
 // last offset is >= target. O(log n).
 func (x *OffsetIndex) Lookup(target int64) (offset, pos int64) {
+	offset = x.ef.base
 	n, view := x.ef.snapshot()
-	i := x.search(n, view, target)
-	if i < 0 {
-		return x.ef.base, 0
+	if x.ef.guarded {
+		if x.ef.faulted.Load() {
+			return offset, 0
+		}
+		defer x.ef.endGuard(debug.SetPanicOnFault(true))
 	}
-	rel, p := decodeOffsetEntry(x.ef.entry(view, i))
-	return x.ef.base + int64(rel), int64(p)
+	if i := x.search(n, view, target); i >= 0 {
+		rel, p := decodeOffsetEntry(x.ef.entry(view, i))
+		offset, pos = x.ef.base+int64(rel), int64(p)
+	}
+	return offset, pos
 }
 
 // warmEntries is how many tail entries Kafka's "warm section" covers

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sort"
 
 	"github.com/topicfs/topicfs/engine/vfs"
@@ -82,24 +83,40 @@ func (x *TimeIndex) MaxEntries() int { return x.ef.capacity }
 func (x *TimeIndex) IsFull() bool { return x.Entries() >= x.ef.capacity-1 }
 
 // Entry returns entry i (0 <= i < Entries()).
+// After a fault (Faulted) it returns (-1, base).
 func (x *TimeIndex) Entry(i int) (timestamp, offset int64) {
-	n, view := x.ef.snapshot()
-	if i < 0 || i >= n {
-		panic(fmt.Sprintf("index: entry %d out of range [0,%d)", i, n))
-	}
-	ts, rel := decodeTimeEntry(x.ef.entry(view, i))
-	return ts, x.ef.base + int64(rel)
+	timestamp, offset = -1, x.ef.base
+	x.ef.read(func(n int, view []byte) {
+		if i < 0 || i >= n {
+			panic(fmt.Sprintf("index: entry %d out of range [0,%d)", i, n))
+		}
+		ts, rel := decodeTimeEntry(x.ef.entry(view, i))
+		timestamp, offset = ts, x.ef.base+int64(rel)
+	})
+	return timestamp, offset
 }
 
-// LastEntry returns the last entry, or (-1, base) if the index is empty.
+// LastEntry returns the last entry, or (-1, base) if the index is empty
+// (or Faulted).
 func (x *TimeIndex) LastEntry() (ts, offset int64) {
-	n, view := x.ef.snapshot()
-	if n == 0 {
-		return -1, x.ef.base
-	}
-	t, rel := decodeTimeEntry(x.ef.entry(view, n-1))
-	return t, x.ef.base + int64(rel)
+	ts, offset = -1, x.ef.base
+	x.ef.read(func(n int, view []byte) {
+		if n > 0 {
+			t, rel := decodeTimeEntry(x.ef.entry(view, n-1))
+			ts, offset = t, x.ef.base+int64(rel)
+		}
+	})
+	return ts, offset
 }
+
+// Faulted reports that a read of the index's read-only mapping faulted
+// (its file was cut short under it): every answer since is the empty
+// index's. Its owner should close it and rebuild the file.
+func (x *TimeIndex) Faulted() bool { return x.ef.faulted.Load() }
+
+// Mapped reports whether the entries are read from a mapping of the file
+// (else from the heap).
+func (x *TimeIndex) Mapped() bool { return x.ef.mm != nil }
 
 // MaybeAppend appends (ts, offset) when ts is above the last entry's
 // timestamp (-1 when empty); ts equal to it is a silent no-op. It fails when
@@ -135,9 +152,16 @@ func (x *TimeIndex) MaybeAppend(ts, offset int64, skipFull bool) error {
 }
 
 // Lookup returns the largest entry with timestamp <= target, or (-1, base)
-// if there is none. O(log n).
+// if there is none (or the index Faulted). O(log n).
 func (x *TimeIndex) Lookup(target int64) (timestamp, offset int64) {
+	timestamp, offset = -1, x.ef.base
 	n, view := x.ef.snapshot()
+	if x.ef.guarded {
+		if x.ef.faulted.Load() {
+			return timestamp, offset
+		}
+		defer x.ef.endGuard(debug.SetPanicOnFault(true))
+	}
 	tsAt := func(i int) int64 { return int64(binary.BigEndian.Uint64(view[i*TimeEntrySize:])) }
 	lo, hi := 0, n
 	if warm := n - 1 - warmBytes/TimeEntrySize; warm > 0 && tsAt(warm) <= target {
@@ -151,12 +175,11 @@ func (x *TimeIndex) Lookup(target int64) (timestamp, offset int64) {
 			lo = mid + 1
 		}
 	}
-	i := lo - 1
-	if i < 0 {
-		return -1, x.ef.base
+	if i := lo - 1; i >= 0 {
+		ts, rel := decodeTimeEntry(x.ef.entry(view, i))
+		timestamp, offset = ts, x.ef.base+int64(rel)
 	}
-	ts, rel := decodeTimeEntry(x.ef.entry(view, i))
-	return ts, x.ef.base + int64(rel)
+	return timestamp, offset
 }
 
 // TruncateTo drops every entry with offset >= offset. On a heap-backed index

@@ -74,7 +74,7 @@ func TestMountConfigRanges(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 23, n, "numeric settings probed")
+	assert.Equal(t, 24, n, "numeric settings probed")
 }
 
 // TestMountConfigCleanerMemory: the dedupe buffer passes the range check but
