@@ -78,6 +78,7 @@ func (d *byKeyDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err != nil {
 		return nil, syscall.ENOENT
 	}
+	d.awaitWriters(ctx, name)
 	if _, _, err := d.find(ctx, ref); err != nil {
 		return nil, d.fsys.keyErrno("lookup", err)
 	}
@@ -86,6 +87,16 @@ func (d *byKeyDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	out.SetEntryTimeout(time.Millisecond)
 	out.SetAttrTimeout(time.Millisecond)
 	return ch, entry(ctx, ch.Operations(), out)
+}
+
+// awaitWriters waits for the closed writers of the key called name, if
+// the tree holds its file (byKeyNode.awaitWriters).
+func (d *byKeyDir) awaitWriters(ctx context.Context, name string) {
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*byKeyNode); ok {
+			n.awaitWriters(ctx)
+		}
+	}
 }
 
 // keyErrno maps a by-key failure: an absent key is ENOENT.
@@ -139,6 +150,7 @@ func (d *byKeyDir) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return syscall.ENOENT
 	}
+	d.awaitWriters(ctx, name)
 	e, id, err := d.find(ctx, ref)
 	if err != nil {
 		return d.fsys.keyErrno("unlink", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -24,8 +25,9 @@ type byKeyNode struct {
 	dir *byKeyDir
 	ref keyindex.Ref
 
-	mu      sync.Mutex
-	writers []*keyWriteHandle // open writers, newest last
+	mu       sync.Mutex
+	writers  []*keyWriteHandle // open writers, newest last
+	released chan struct{}     // closed and replaced when a writer is released
 }
 
 var (
@@ -70,6 +72,7 @@ func (n *byKeyNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.Attr
 		n.attr(&out.Attr, len(h.buf))
 		return 0
 	}
+	n.awaitWriters(ctx)
 	e, _, err := n.dir.find(ctx, n.ref)
 	if errors.Is(err, keyindex.ErrNotFound) {
 		if h := n.newestWriter(); h != nil {
@@ -100,6 +103,9 @@ func (n *byKeyNode) newestWriter() *keyWriteHandle {
 func (n *byKeyNode) addWriter(h *keyWriteHandle) {
 	n.mu.Lock()
 	n.writers = append(n.writers, h)
+	if n.released == nil {
+		n.released = make(chan struct{})
+	}
 	n.mu.Unlock()
 	n.dir.fsys.addWriter(n.dir.topic, 1)
 }
@@ -107,6 +113,10 @@ func (n *byKeyNode) addWriter(h *keyWriteHandle) {
 func (n *byKeyNode) dropWriter(h *keyWriteHandle) {
 	n.mu.Lock()
 	n.writers = slices.DeleteFunc(n.writers, func(o *keyWriteHandle) bool { return o == h })
+	if n.released != nil {
+		close(n.released)
+	}
+	n.released = make(chan struct{})
 	n.mu.Unlock()
 	n.dir.fsys.addWriter(n.dir.topic, -1)
 }
@@ -125,13 +135,20 @@ func (n *byKeyNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 		return n.Getattr(ctx, f, out)
 	}
 	if h, isWrite := f.(*keyWriteHandle); isWrite {
-		if errno := n.checkSize(ctx, int64(sz)); errno != 0 {
+		h.mu.Lock()
+		errno := h.err
+		if errno == 0 {
+			if errno = n.checkSize(ctx, int64(sz)); errno != 0 {
+				h.err = errno
+			} else {
+				h.buf = resized(h.buf, int(sz))
+				h.changed = true
+			}
+		}
+		h.mu.Unlock()
+		if errno != 0 {
 			return errno
 		}
-		h.mu.Lock()
-		h.buf = resized(h.buf, int(sz))
-		h.changed = true
-		h.mu.Unlock()
 		return n.Getattr(ctx, f, out)
 	}
 	if n.ref.Digest != nil {
@@ -140,6 +157,7 @@ func (n *byKeyNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	if errno := n.checkSize(ctx, int64(sz)); errno != 0 {
 		return errno
 	}
+	n.awaitWriters(ctx)
 	e, _, err := n.dir.find(ctx, n.ref)
 	if err != nil {
 		return n.dir.fsys.keyErrno("setattr", err)
@@ -159,13 +177,18 @@ func resized(b []byte, size int) []byte {
 	return append(b, make([]byte, size-len(b))...)
 }
 
-// checkSize refuses content larger than the topic's max.message.bytes.
+// checkSize refuses content of size bytes whose record could pass the
+// topic's max.message.bytes: the bound of an uncompressed batch of the one
+// record (a few bytes above its exact size, never below), so that a value
+// refused is refused by write(2), which the shell reports, not at the
+// append after close.
 func (n *byKeyNode) checkSize(ctx context.Context, size int64) syscall.Errno {
 	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
 	if err != nil {
 		return n.dir.fsys.errno("write", err)
 	}
-	if limit := t.Settings().MaxRecordBytes; limit > 0 && size > limit {
+	batch := size + int64(record.HeaderSize+record.MaxRecordOverhead+len(n.ref.Key))
+	if limit := t.Settings().MaxRecordBytes; limit > 0 && batch > limit {
 		n.dir.fsys.log.Info("fusefs: by-key value larger than max.message.bytes (EMSGSIZE)",
 			"topic", n.dir.topic, "key", n.ref.String(), "bytes", size, "max", limit)
 		return syscall.EMSGSIZE
@@ -185,22 +208,26 @@ func (n *byKeyNode) put(ctx context.Context, value []byte, op string) syscall.Er
 // keyReadHandle holds the value read at open.
 type keyReadHandle struct{ data []byte }
 
-// keyWriteHandle is the content of a writer. It is appended at the FLUSH
-// after a change (close(2) reports a refused record); a handle opened with
-// O_TRUNC that saw no write is appended at RELEASE (`: > K`, the empty
-// value), not at the FLUSH a shell's dup2 and close send before anything
-// is written. A handle whose write was refused appends nothing: the key
-// keeps its value.
+// keyWriteHandle is the content of a writer. It is appended once, when
+// the last descriptor of the open file is closed (RELEASE): a FLUSH comes
+// at every close(2) of any copy, a forked child's too, so appending there
+// would publish half-written values. Readers of the key wait for a
+// flushed writer's RELEASE (awaitWriters). A handle whose write was
+// refused fails its later writes and its close with the same errno and
+// appends nothing: the key keeps its value.
 type keyWriteHandle struct {
 	mu      sync.Mutex
 	buf     []byte
-	append  bool // O_APPEND: writes go to the end
-	trunc   bool // opened with O_TRUNC (or created): empty means the empty value
-	changed bool // written or resized since the last append
-	put     bool // appended at least once
-	failed  bool // a write was refused
-	done    bool // released
+	append  bool          // O_APPEND: writes go to the end
+	trunc   bool          // opened with O_TRUNC (or created): empty means the empty value
+	changed bool          // written or resized
+	flushed bool          // a close(2) was seen: RELEASE is near
+	err     syscall.Errno // the refused write's errno
+	done    bool          // released
 }
+
+// pending reports whether releasing h will append (h.mu held).
+func (h *keyWriteHandle) pending() bool { return h.err == 0 && (h.changed || h.trunc) && !h.done }
 
 // Open reads the value for a reader; a writer starts from the current
 // content (empty with O_TRUNC), as with a regular file.
@@ -212,6 +239,7 @@ func (n *byKeyNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 	if write && n.ref.Digest != nil {
 		return nil, 0, syscall.EINVAL // the key cannot be spelt from its digest name
 	}
+	n.awaitWriters(ctx)
 	e, _, err := n.dir.find(ctx, n.ref)
 	if err != nil && (!write || !errors.Is(err, keyindex.ErrNotFound)) {
 		return nil, 0, n.dir.fsys.keyErrno("open", err)
@@ -257,12 +285,15 @@ func (n *byKeyNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err != 0 {
+		return 0, h.err
+	}
 	if h.append {
 		off = int64(len(h.buf))
 	}
 	end := off + int64(len(data))
 	if errno := n.checkSize(ctx, end); errno != 0 {
-		h.failed = true
+		h.err = errno
 		return 0, errno
 	}
 	if end > int64(len(h.buf)) {
@@ -273,7 +304,8 @@ func (n *byKeyNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off
 	return uint32(len(data)), 0
 }
 
-// Flush appends the content if it changed since the last append.
+// Flush reports a refused write to close(2); the content is appended at
+// RELEASE.
 func (n *byKeyNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := f.(*keyWriteHandle)
 	if !ok {
@@ -281,30 +313,27 @@ func (n *byKeyNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return n.commit(ctx, h, h.changed)
+	h.flushed = true
+	return h.err
 }
 
-// commit appends h's content when due (h.mu held).
-func (n *byKeyNode) commit(ctx context.Context, h *keyWriteHandle, due bool) syscall.Errno {
-	if !due || h.failed {
-		return 0
-	}
-	if errno := n.put(ctx, valueOf(h.buf), "flush"); errno != 0 {
-		return errno
-	}
-	h.changed, h.put = false, true
-	return 0
-}
-
-// Release appends what a last FLUSH did not: a change, or the empty value
-// of an O_TRUNC open that wrote nothing.
+// Release appends the content of a writer that changed it (or truncated
+// it, for the empty value of `: > K`), then wakes readers waiting for it.
+// A failure here reaches no caller: it is logged, and the key keeps its
+// value.
 func (n *byKeyNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	h, ok := f.(*keyWriteHandle)
 	if !ok {
 		return 0
 	}
 	h.mu.Lock()
-	errno := n.commit(ctx, h, h.changed || (h.trunc && !h.put))
+	var errno syscall.Errno
+	if h.pending() {
+		errno = n.put(ctx, valueOf(h.buf), "release")
+		if errno != 0 {
+			n.dir.fsys.log.Warn("fusefs: by-key value not stored at close", "topic", n.dir.topic, "key", n.ref.String(), "errno", errno)
+		}
+	}
 	released := h.done
 	h.done = true
 	h.mu.Unlock()
@@ -312,4 +341,34 @@ func (n *byKeyNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno 
 		n.dropWriter(h)
 	}
 	return errno
+}
+
+// awaitWriters waits, at most releaseGrace, until no writer of the key
+// that was closed is still to append: what `echo v > K` wrote is what the
+// next `cat K` reads, although the kernel sends RELEASE after close(2)
+// returned.
+func (n *byKeyNode) awaitWriters(ctx context.Context) {
+	timer := time.NewTimer(releaseGrace)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		waiting := false
+		for _, h := range n.writers {
+			h.mu.Lock()
+			waiting = waiting || (h.flushed && h.pending())
+			h.mu.Unlock()
+		}
+		ch := n.released
+		n.mu.Unlock()
+		if !waiting {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -50,6 +50,8 @@ var backendCases = []backendCase{
 	{"cursor starts at latest", `echo cursor.start=latest > $MNT/t/config; seq 1 3 > $MNT/t/0/append; wc -l < $MNT/t/0/cursors/c; echo 4 > $MNT/t/0/append; cat $MNT/t/0/cursors/c`, "0\n4\n"},
 	{"cursor stats", `seq 1 5 > $MNT/t/0/append; echo 2 > $MNT/t/0/cursors/c; jq -c .cursors $MNT/t/0/stats; jq -c .cursors $MNT/t/stats`, "{\"c\":{\"offset\":2,\"lag\":3}}\n{\"c\":{\"offsets\":{\"0\":2},\"lag\":3}}\n"},
 	// Keyed views (README, Keyed views): the latest value per key.
+	{"by-key one record per open file", `exec 5> $MNT/t/by-key/k; echo a >&5; (true); /bin/true; echo b >&5; exec 5>&-; jq -c '[.key, .value]' $MNT/t/0/records.jsonl`, "[\"k\",\"a\\nb\"]\n"},
+	{"by-key refused near the limit", `echo max.message.bytes=200 > $MNT/t/config; echo old > $MNT/t/by-key/k; printf '%0150d\n' 0 > $MNT/t/by-key/k 2>/dev/null || echo refused; { head -c 300 /dev/zero; echo after; } > $MNT/t/by-key/k 2>/dev/null || echo refused; truncate -s 2M $MNT/t/by-key/new 2>/dev/null || echo refused; cat $MNT/t/by-key/k; cat $MNT/t/by-key/new 2>/dev/null || echo none; wc -l < $MNT/t/0/records`, "refused\nrefused\nrefused\nold\nnone\n1\n"},
 	{"cursor globs", `seq 1 3 > $MNT/t/0/append; cat $MNT/t/*/records | wc -l; ls $MNT/t/0/cursors | wc -l; echo 1 > $MNT/t/0/cursors/stats; cat $MNT/t/0/cursors/stats`, "3\n0\n2\n3\n"},
 	{"by-key reads the latest value", `echo parse.key=true > $MNT/t/config; printf 'a\t1\nb\t2\na\t3\n' > $MNT/t/append; cat $MNT/t/by-key/a; cat $MNT/t/by-key/b`, "3\n2\n"},
 	{"by-key write and read back", `echo hello > $MNT/t/by-key/k; cat $MNT/t/by-key/k; echo again > $MNT/t/by-key/k; cat $MNT/t/by-key/k; jq -r .key $MNT/t/0/by-offset/-1.jsonl`, "hello\nagain\nk\n"},
