@@ -123,15 +123,15 @@ type keyIndexStat struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// withKeyIndex adds "key_index" to a partition's stats when its index is
-// open (stats never starts a build).
+// withKeyIndex adds "key_index" to a partition's stats: its index, or
+// null while none is open (stats never starts a build).
 func (s *statsNode) withKeyIndex(b []byte) ([]byte, error) {
 	if s.loc.id < 0 {
 		return b, nil
 	}
 	x := s.fsys.keys.peek(s.loc)
 	if x == nil {
-		return b, nil
+		return spliceField(b, "key_index", nil)
 	}
 	st := x.Stats()
 	return spliceField(b, "key_index", keyIndexStat{

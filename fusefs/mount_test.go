@@ -544,7 +544,7 @@ func snakeKeys(v any, path string, out map[string]string) {
 func TestStatsFields(t *testing.T) {
 	top := []string{"topic", "partition", "log_start_offset", "log_end_offset", "last_stable_offset", "size_bytes", "segment_count",
 		"first_timestamp", "last_timestamp", "recovery_point", "active_segment", "counters", "last_roll_reason", "last_roll_time",
-		"policies", "explanations", "cursors"}
+		"policies", "explanations", "cursors", "key_index"}
 	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	check := func(t *testing.T, raw string) map[string]any {
 		t.Helper()
