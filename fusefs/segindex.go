@@ -228,23 +228,27 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		b, err := rd.batch(seg, pos, scanned)
-		if err != nil {
-			log(seg, pos, err)
-			return 0, err
-		}
 		hi := int64(math.MaxInt64)
 		if pos == fpos {
 			hi = from // only the records of from's batch that come before it
 			cp = checkpoint{rpos: r, fpos: pos}
 		}
-		n, err := measureBatchRange(&b, x.key.format, hi, ab, &sc)
+		// In place from the segment's mapping if it can (no pread of the
+		// batch), else from a chunk.
+		n, size, ok, err := measureMapped(seg, pos, scanned, x.key.format, hi, ab, &sc)
+		if !ok && err == nil {
+			var b record.Batch
+			if b, err = rd.batch(seg, pos, scanned); err == nil {
+				size = b.Size()
+				n, err = measureBatchRange(&b, x.key.format, hi, ab, &sc)
+			}
+		}
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
 		r += n
-		pos += int64(b.Size())
+		pos += int64(size)
 	}
 	x.addStart(startHint{from: from, r: r, cp: cp, set: true})
 	return r, nil

@@ -358,6 +358,18 @@ type cursor struct {
 	rawP    int
 	rawDone int
 	rawB    record.Batch
+
+	// After a seek a raw batch is read in place from its segment's
+	// mapping (viewmapped.go): mapNext makes nextBatch start the next
+	// batch there (for the rest of the READ that sought). onMap is set
+	// while the raw batch at file position mapAt is read there: c.raw is
+	// then nil between calls of renderMapped (the mapping may go), and
+	// rawB holds its header only, once mapChecked (it is a batch
+	// putPlainRaw renders).
+	mapNext    bool
+	onMap      bool
+	mapChecked bool
+	mapAt      int64
 }
 
 // rawLeft is how many records of the raw batch are still to render.
@@ -469,6 +481,8 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			n = c.deliverPend(dest, n, pos)
 		case c.ri < len(c.recs):
 			n = c.renderRecords(st.format, dest, n, pos)
+		case c.onMap:
+			n, err = st.renderMapped(c, dest, n, off)
 		case c.raw != nil:
 			n, step, err = st.renderRaw(c, dest, n, pos)
 		default:
@@ -483,6 +497,7 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			break
 		}
 	}
+	c.mapNext = false // (the READ that sought only)
 	if c.err != nil {
 		err := c.err
 		c.err = nil
@@ -623,6 +638,10 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 			return step, err
 		}
 	}
+	if c.mapNext {
+		c.startMapped()
+		return stepOn, nil
+	}
 	b, err := c.rd.batch(c.h.key.seg, c.fpos, c.h.limit)
 	if err != nil {
 		st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
@@ -710,5 +729,6 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
+	c.onMap, c.mapNext = false, mapsRaw(st.format, h.key.seg)
 	return true
 }
