@@ -79,7 +79,15 @@ type startHint struct {
 	from int64
 	r    int64
 	cp   checkpoint
+	at   rawAt // where from's record starts in its batch, if walked raw
 	set  bool
+}
+
+// rawAt is a position in a raw batch (rendered by putPlainRaw): p in its
+// records section, after done records.
+type rawAt struct {
+	p, done int
+	ok      bool
 }
 
 // startHints is how many renderedBefore answers a segment index keeps.
@@ -219,8 +227,9 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		cp = cps[i-1]
 	}
 	var (
-		rd logChunk
-		sc renderScratch
+		rd    logChunk
+		sc    renderScratch
+		start startHint
 	)
 	defer rd.free()
 	r := cp.rpos
@@ -235,22 +244,26 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		}
 		// In place from the segment's mapping if it can (no pread of the
 		// batch), else from a chunk.
-		n, size, ok, err := measureMapped(seg, pos, scanned, x.key.format, hi, ab, &sc)
+		n, size, at, ok, err := measureMapped(seg, pos, scanned, x.key.format, hi, ab, &sc)
 		if !ok && err == nil {
 			var b record.Batch
 			if b, err = rd.batch(seg, pos, scanned); err == nil {
 				size = b.Size()
-				n, err = measureBatchRange(&b, x.key.format, hi, ab, &sc)
+				n, at, err = measureBatchStart(&b, x.key.format, hi, ab, &sc)
 			}
 		}
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
+		if pos == fpos {
+			start.at = at
+		}
 		r += n
 		pos += int64(size)
 	}
-	x.addStart(startHint{from: from, r: r, cp: cp, set: true})
+	start.from, start.r, start.cp, start.set = from, r, cp, true
+	x.addStart(start)
 	return r, nil
 }
 
@@ -268,19 +281,33 @@ type renderScratch struct {
 // transaction). Records are measured without rendering (viewFormat.measure),
 // except JSON records with headers, rendered once into sc.out.
 func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
+	n, _, err := measureBatchStart(b, f, hi, ab, sc)
+	return n, err
+}
+
+// measureBatchStart is measureBatchRange, and, when it walked the records
+// below hi raw (walkPlainRaw), where the first record at or after hi
+// starts: a seek to hi resumes there without walking them again.
+func measureBatchStart(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, rawAt, error) {
 	if b.IsControl() {
-		return 0, nil
+		return 0, rawAt{}, nil
 	}
 	if rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
 		data, count := b.Raw[record.HeaderSize:], int(b.RecordCount)
 		if hi == math.MaxInt64 {
 			if n, ok := measurePlainRaw(data, count, f.nullMarker); ok {
-				return n, nil
+				return n, rawAt{}, nil
 			}
 		} else if p, done, n, ok := walkPlainRaw(data, 0, count, f.nullMarker, hi-b.BaseOffset, math.MaxInt64); ok && (done < count || p == len(data)) {
-			return n, nil // the records below hi, not decoded
+			return n, rawAt{p: p, done: done, ok: true}, nil // the records below hi, not decoded
 		}
 	}
+	n, err := measureDecoded(b, f, hi, ab, sc)
+	return n, rawAt{}, err
+}
+
+// measureDecoded is measureBatchRange by decoding b's records.
+func measureDecoded(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
 	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
 	sc.recs, sc.dec = recs[:0], dec
 	if err != nil {

@@ -27,23 +27,52 @@ func mappedSegment(seg segmentReader) *engine.Segment {
 	return nil
 }
 
-// measureMapped is measureBatchRange of the batch at pos of seg (whose
+// measureMapped is measureBatchStart of the batch at pos of seg (whose
 // bytes below limit are committed), read from the segment's mapping; ok
 // is false when it cannot be read there (read it the usual way). size is
 // the batch's size.
-func measureMapped(seg segmentReader, pos, limit int64, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (n int64, size int, ok bool, err error) {
+func measureMapped(seg segmentReader, pos, limit int64, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (n int64, size int, at rawAt, ok bool, err error) {
 	s := mappedSegment(seg)
 	if s == nil {
-		return 0, 0, false, nil
+		return 0, 0, rawAt{}, false, nil
 	}
 	ok, err = s.MappedBatch(pos, limit, func(b record.Batch) error {
 		size = b.Size()
 		var err error
-		n, err = measureBatchRange(&b, f, hi, ab, sc)
+		n, at, err = measureBatchStart(&b, f, hi, ab, sc)
 		clear(sc.recs[:cap(sc.recs)]) // (they alias the mapping)
 		return err
 	})
-	return n, size, ok, err
+	return n, size, at, ok, err
+}
+
+// startAt returns the recent renderedBefore answer whose view starts at
+// rendered position rel of the segment, when its record's place in its
+// batch is known (a seek to rel starts at that record).
+func (x *segIndex) startAt(rel int64) (startHint, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, h := range x.mu.starts {
+		if h.set && h.at.ok && h.r == rel {
+			return h, true
+		}
+	}
+	return startHint{}, false
+}
+
+// seekMapped moves c, which a seek put at the batch start before rendered
+// position rel of its segment, straight to the record that starts at rel
+// when a recent renderedBefore answer knows where it lies in its batch
+// (the first READ of by-offset/N: N's record): that batch is then read in
+// place from the mapping, from the record on.
+func (c *cursor) seekMapped(x *segIndex, rel int64) {
+	hs, ok := x.startAt(rel)
+	if !ok || hs.cp.fpos != c.fpos {
+		return
+	}
+	c.startMapped()
+	c.rawP, c.rawDone = hs.at.p, hs.at.done
+	c.next += hs.r - hs.cp.rpos
 }
 
 // mapsRaw reports whether a cursor in format f reads batches from their
@@ -55,7 +84,7 @@ func mapsRaw(f viewFormat, seg segmentReader) bool {
 // startMapped makes the batch at c.fpos the cursor's mapped batch (read
 // in place by renderMapped, which checks that it is one to read there).
 func (c *cursor) startMapped() {
-	c.onMap, c.mapAt, c.mapChecked = true, c.fpos, false
+	c.onMap, c.mapAt, c.mapChecked, c.mapStart = true, c.fpos, false, c.next
 	c.raw, c.rawP, c.rawDone, c.rawB = nil, 0, 0, record.Batch{}
 }
 
@@ -78,6 +107,9 @@ func (st *viewState) renderMapped(c *cursor, dest []byte, n int, off int64) (int
 				skipped = true
 				return nil
 			}
+			if c.rawDone > int(b.RecordCount) || c.rawP > len(b.Raw)-record.HeaderSize {
+				return fmt.Errorf("%w: batch at %d: record %d at %d is past its end", engine.ErrCorrupt, c.mapAt, c.rawDone, c.rawP)
+			}
 			c.rawB, c.ab, c.txn, c.pid = b, ab, false, b.ProducerID
 			c.rawB.Raw = nil // (the header only: the bytes stay in the mapping)
 			c.fpos, c.mapChecked = c.mapAt+int64(b.Size()), true
@@ -97,9 +129,11 @@ func (st *viewState) renderMapped(c *cursor, dest []byte, n int, off int64) (int
 		c.onMap, c.mapNext, c.valid = false, false, false
 		return n, err
 	case !ok && !c.mapChecked || skipped:
-		// Left to nextBatch, from the batch's start (nothing consumed);
-		// the rest of this READ reads chunks.
-		c.onMap, c.mapNext, c.fpos = false, false, c.mapAt
+		// Left to nextBatch, from the batch's start (nothing consumed;
+		// seekMapped may have moved the cursor past records the read
+		// loop now skips again); the rest of this READ reads chunks.
+		c.onMap, c.mapNext, c.fpos, c.next = false, false, c.mapAt, c.mapStart
+		c.rawP, c.rawDone = 0, 0
 		return n, nil
 	case done:
 		c.onMap = false

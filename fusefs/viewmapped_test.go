@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // TestByOffsetFirstReadFromMapping: the first READ of a view opened inside
@@ -65,11 +67,27 @@ func readWholeViewFrom(tb testing.TB, st *viewState, c *cursor, buf []byte, off 
 // TestByOffsetMappedRecordsOfEveryShape: views of records of every shape
 // (keys, nulls, long values: some only the decoding path renders) read
 // the same whatever the READ size, from any start, and in every format
-// (mapped batches where putPlainRaw renders, chunks elsewhere).
+// (mapped batches where putPlainRaw renders, chunks elsewhere), also on a
+// file system without mappings (every batch from chunks).
 func TestByOffsetMappedRecordsOfEveryShape(t *testing.T) {
+	for _, mem := range []bool{false, true} {
+		t.Run(fmt.Sprintf("memfs=%v", mem), func(t *testing.T) { testMappedRecordsOfEveryShape(t, mem) })
+	}
+}
+
+func testMappedRecordsOfEveryShape(t *testing.T, mem bool) {
 	cfg := engine.DefaultConfig()
 	cfg.SegmentBytes = 64 << 10
-	p := openTestPartition(t, cfg)
+	var p *engine.Partition
+	if mem {
+		var err error
+		p, err = engine.OpenPartition(vfs.NewMem(), "/d/v-0", "v", 0,
+			engine.PartitionOptions{Config: cfg, RecoveryPoint: -1, LogStartOffset: -1, FirstDirty: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+	} else {
+		p = openTestPartition(t, cfg)
+	}
 	recs := viewRecordsFixture(t, p, 1500)
 	// Records with headers: putPlainRaw leaves them to the decoding path.
 	hdr := []record.Record{{Timestamp: 1, Value: []byte("h1"), Headers: []record.Header{{Key: "k", Value: []byte("v")}}},

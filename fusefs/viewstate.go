@@ -370,6 +370,7 @@ type cursor struct {
 	onMap      bool
 	mapChecked bool
 	mapAt      int64
+	mapStart   int64 // view position of the mapped batch's first byte
 }
 
 // rawLeft is how many records of the raw batch are still to render.
@@ -723,12 +724,16 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 		c.err = err
 		return false
 	}
-	cp := x.locate(pos - h.rstart + h.skip)
+	rel := pos - h.rstart + h.skip
+	cp := x.locate(rel)
 	c.valid, c.seg, c.h, c.lo = true, i, h, h.rstart
 	c.rd.prefetch = true
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
 	c.onMap, c.mapNext = false, mapsRaw(st.format, h.key.seg)
+	if c.mapNext {
+		c.seekMapped(x, rel)
+	}
 	return true
 }
