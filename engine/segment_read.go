@@ -181,7 +181,8 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		if err == nil && h.lastOffset > target {
 			err = fmt.Errorf("batch there ends at %d, past %d", h.lastOffset, target)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			// The index points at no batch: distrust it.
 			s.logger.Warn("engine: offset index entry points at no batch; scanning from the start",
 				"segment", s.LogPath(), "position", pos, "err", err)
@@ -192,6 +193,10 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 			if _, err := s.peekHeader(pos, end); err != nil {
 				pos = 0
 			}
+		case h.lastOffset == target:
+			return pos, nil
+		default:
+			pos += h.size // the scan below starts after it (one header read)
 		}
 	}
 	for pos < end {

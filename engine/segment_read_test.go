@@ -79,3 +79,35 @@ func TestSegmentIndexSizes(t *testing.T) {
 	assert.Zero(t, o, "the new active segment has no entries")
 	assert.Zero(t, ti)
 }
+
+// TestFindOffsetReadsEachHeaderOnce: finding an offset in the batch after
+// an index entry's reads the entry's batch header once, then the next.
+func TestFindOffsetReadsEachHeaderOnce(t *testing.T) {
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 1 // an index entry per batch
+	p := openTest(t, vfs.NewMem(), "t-0", cfg)
+	defer p.Close()
+	fillTest(t, p, 200, 10)
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	starts := make(map[int64]int64) // first offset of each batch → position
+	for pos := int64(0); pos < seg.Size(); {
+		b, err := seg.ReadBatch(pos, nil)
+		require.NoError(t, err)
+		starts[b.BaseOffset] = pos
+		pos += int64(b.Size())
+	}
+	before := p.Stats().BytesRead
+	_, err := seg.peekHeader(starts[50], seg.Size())
+	require.NoError(t, err)
+	peek := p.Stats().BytesRead - before // what one header read reads
+	require.Positive(t, peek)
+	for _, target := range []int64{15, 55, 101, 199} {
+		before := p.Stats().BytesRead
+		pos, err := seg.FindOffset(target)
+		require.NoError(t, err)
+		assert.Equal(t, starts[target/10*10], pos, "offset %d", target)
+		assert.LessOrEqual(t, p.Stats().BytesRead-before, 2*peek, "offset %d: header reads", target)
+	}
+}

@@ -203,7 +203,7 @@ func (x *segIndex) addStart(h startHint) {
 // interval of measuring (the batch holding from only, when a checkpoint
 // starts it); a recent answer costs nothing. The index must cover the
 // segment up to limit, and from's batch must lie below limit (or at it).
-func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc) (int64, error) {
+func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc, spares *spareReaders) (int64, error) {
 	if h, ok := x.startOf(from); ok {
 		return h.r, nil
 	}
@@ -227,11 +227,14 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		cp = cps[i-1]
 	}
 	var (
-		rd    logChunk
+		// The reader is like a view cursor's (prefetching, once
+		// sequential), so that the first READ can take it over (spares);
+		// the batches it checks are remembered.
+		rd    = logChunk{prefetch: true, remember: true}
 		sc    renderScratch
 		start startHint
 	)
-	defer rd.free()
+	defer func() { rd.free() }()
 	r := cp.rpos
 	for pos := cp.fpos; pos <= fpos && pos < scanned; {
 		if err := ctx.Err(); err != nil {
@@ -242,25 +245,29 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 			hi = from // only the records of from's batch that come before it
 			cp = checkpoint{rpos: r, fpos: pos}
 		}
-		// In place from the segment's mapping if it can (no pread of the
-		// batch), else from a chunk.
-		n, size, at, ok, err := measureMapped(seg, pos, scanned, x.key.format, hi, ab, &sc)
-		if !ok && err == nil {
-			var b record.Batch
-			if b, err = rd.batch(seg, pos, scanned); err == nil {
-				size = b.Size()
-				n, at, err = measureBatchStart(&b, x.key.format, hi, ab, &sc)
-			}
+		b, err := rd.batch(seg, pos, scanned)
+		var (
+			n  int64
+			at rawAt
+		)
+		if err == nil {
+			n, at, err = measureBatchStart(&b, x.key.format, hi, ab, &sc)
 		}
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
-		if pos == fpos {
-			start.at = at
-		}
+		pos += int64(b.Size())
 		r += n
-		pos += int64(size)
+		if pos > fpos { // (from's batch, the last)
+			start.at = at
+			if spares != nil {
+				// rd's chunk holds from's batch: the first READ of the
+				// view takes it (its seek) instead of reading it again.
+				spares.put(seg, fpos, rd)
+				rd = logChunk{}
+			}
+		}
 	}
 	start.from, start.r, start.cp, start.set = from, r, cp, true
 	x.addStart(start)

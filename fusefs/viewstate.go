@@ -117,7 +117,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		if h.skip < 0 {
 			h.skip = 0
 			if h.from >= 0 {
-				if h.skip, err = x.renderedBefore(ctx, h.from, st.mu.ab, st.ps.logCorrupt); err != nil {
+				if h.skip, err = x.renderedBefore(ctx, h.from, st.mu.ab, st.ps.logCorrupt, &st.ps.fsys.spares); err != nil {
 					return err
 				}
 			}
@@ -359,18 +359,13 @@ type cursor struct {
 	rawDone int
 	rawB    record.Batch
 
-	// After a seek a raw batch is read in place from its segment's
-	// mapping (viewmapped.go): mapNext makes nextBatch start the next
-	// batch there (for the rest of the READ that sought). onMap is set
-	// while the raw batch at file position mapAt is read there: c.raw is
-	// then nil between calls of renderMapped (the mapping may go), and
-	// rawB holds its header only, once mapChecked (it is a batch
-	// putPlainRaw renders).
-	mapNext    bool
-	onMap      bool
-	mapChecked bool
-	mapAt      int64
-	mapStart   int64 // view position of the mapped batch's first byte
+	// pre is where in the batch at file position preAt (whose rendering
+	// starts at view position preStart) the cursor starts: a seek put it
+	// at a record inside that batch (seekStart), and c.next is already
+	// that record's view position.
+	pre      rawAt
+	preAt    int64
+	preStart int64
 }
 
 // rawLeft is how many records of the raw batch are still to render.
@@ -482,8 +477,6 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			n = c.deliverPend(dest, n, pos)
 		case c.ri < len(c.recs):
 			n = c.renderRecords(st.format, dest, n, pos)
-		case c.onMap:
-			n, err = st.renderMapped(c, dest, n, off)
 		case c.raw != nil:
 			n, step, err = st.renderRaw(c, dest, n, pos)
 		default:
@@ -498,7 +491,6 @@ func (st *viewState) read(ctx context.Context, c *cursor, dest []byte, off int64
 			break
 		}
 	}
-	c.mapNext = false // (the READ that sought only)
 	if c.err != nil {
 		err := c.err
 		c.err = nil
@@ -639,21 +631,24 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 			return step, err
 		}
 	}
-	if c.mapNext {
-		c.startMapped()
-		return stepOn, nil
-	}
 	b, err := c.rd.batch(c.h.key.seg, c.fpos, c.h.limit)
 	if err != nil {
 		st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
 		return stepOn, err
 	}
+	pre := c.takeStart(c.fpos)
 	c.recs, c.ri = c.recs[:0], 0
 	if !b.IsControl() {
 		c.ab = st.abSet()
 		c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
 		if !c.txn && rawEligible(&b, st.format) {
 			c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
+			if pre.ok {
+				if err := c.startIn(&b, pre); err != nil {
+					st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+					return stepOn, err
+				}
+			}
 			c.fpos += int64(b.Size())
 			return stepOn, nil
 		}
@@ -664,6 +659,9 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 			return stepOn, err
 		}
 		c.recs = recs
+	}
+	if pre.ok {
+		c.next = c.preStart // the records before the start are skipped again
 	}
 	c.fpos += int64(b.Size())
 	return stepOn, nil
@@ -731,9 +729,13 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
-	c.onMap, c.mapNext = false, mapsRaw(st.format, h.key.seg)
-	if c.mapNext {
-		c.seekMapped(x, rel)
+	c.pre = rawAt{}
+	c.seekStart(x, rel)
+	if rd, ok := st.ps.fsys.spares.take(h.key.seg, c.fpos); ok {
+		// The chunk a LOOKUP's measure read holds this batch.
+		rd.onPanic = c.rd.onPanic
+		c.rd.free()
+		c.rd = rd
 	}
 	return true
 }
