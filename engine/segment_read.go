@@ -162,6 +162,9 @@ func parsePeek(buf []byte, pos, end int64) (batchHeader, error) {
 // offset index and scans at most one index interval of batch headers.
 func (s *Segment) FindOffset(target int64) (int64, error) {
 	end := s.Size()
+	if pos, ok := s.indexedBatch(target, end); ok {
+		return pos, nil
+	}
 	pos, err := s.indexPosition(target)
 	if err != nil {
 		return 0, err
@@ -222,6 +225,45 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		pos += h.size
 	}
 	return end, nil
+}
+
+// indexedBatch returns the position of the batch holding target when the
+// offset index has an entry for it: the first entry at or after target
+// names a batch whose header (one read, or the memo) shows it starts at
+// or before target and ends where the entry says. Batches are in offset
+// order, so every batch before it ends before target. ok is false
+// otherwise (no such entry, a batch between the entries, an index that
+// lies): FindOffset scans from the entry before instead.
+func (s *Segment) indexedBatch(target, end int64) (int64, bool) {
+	if target <= s.base {
+		return 0, false
+	}
+	var (
+		last, pos int64
+		ok        bool
+	)
+	if s.useIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex, _ *index.TxnIndex) {
+		if oidx == nil {
+			return
+		}
+		// Without an entry before target (the segment's first batches)
+		// the scan from the start reads no more.
+		if off, floor := oidx.Lookup(target); floor > 0 || off > s.base {
+			last, pos, ok = oidx.Ceiling(target)
+		}
+	}) != nil || !ok || pos <= 0 || pos >= end {
+		return 0, false
+	}
+	if m := s.bmemo.Load(); m != nil {
+		if _, known := m.get(pos); known {
+			return 0, false // the scan walks remembered batches without reading
+		}
+	}
+	h, err := s.peekHeader(pos, end)
+	if err != nil || h.lastOffset != last || h.baseOffset > target || h.magic < 2 {
+		return 0, false
+	}
+	return pos, true
 }
 
 // distrustIndexes rebuilds a sealed segment's indexes from its .log (the
