@@ -235,23 +235,8 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 // otherwise (no such entry, a batch between the entries, an index that
 // lies): FindOffset scans from the entry before instead.
 func (s *Segment) indexedBatch(target, end int64) (int64, bool) {
-	if target <= s.base {
-		return 0, false
-	}
-	var (
-		last, pos int64
-		ok        bool
-	)
-	if s.useIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex, _ *index.TxnIndex) {
-		if oidx == nil {
-			return
-		}
-		// Without an entry before target (the segment's first batches)
-		// the scan from the start reads no more.
-		if off, floor := oidx.Lookup(target); floor > 0 || off > s.base {
-			last, pos, ok = oidx.Ceiling(target)
-		}
-	}) != nil || !ok || pos <= 0 || pos >= end {
+	pos, last, ok := s.IndexedBatch(target)
+	if !ok || pos >= end {
 		return 0, false
 	}
 	if m := s.bmemo.Load(); m != nil {
@@ -264,6 +249,31 @@ func (s *Segment) indexedBatch(target, end int64) (int64, bool) {
 		return 0, false
 	}
 	return pos, true
+}
+
+// IndexedBatch returns, from the offset index alone (no read), where the
+// batch holding target should be: the first entry at or after target
+// names a batch, at pos, that ends at last. It holds target when it
+// starts at or before target and ends at last: the caller reading it
+// checks that (a batch the index has no entry for may lie between the
+// entry before and it; FindOffset answers then). ok is false without
+// such an entry, or without one before target (the segment's first
+// batches, which a scan from the start reaches at once).
+func (s *Segment) IndexedBatch(target int64) (pos, last int64, ok bool) {
+	if target <= s.base {
+		return 0, 0, false
+	}
+	if s.useIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex, _ *index.TxnIndex) {
+		if oidx == nil {
+			return
+		}
+		if off, floor := oidx.Lookup(target); floor > 0 || off > s.base {
+			last, pos, ok = oidx.Ceiling(target)
+		}
+	}) != nil || !ok || pos <= 0 || pos >= s.Size() {
+		return 0, 0, false
+	}
+	return pos, last, true
 }
 
 // distrustIndexes rebuilds a sealed segment's indexes from its .log (the

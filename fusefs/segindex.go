@@ -208,13 +208,22 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 		return h.r, nil
 	}
 	seg := x.key.seg
-	fpos, err := seg.FindOffset(from)
-	if err != nil {
-		return 0, err
-	}
 	x.mu.Lock()
 	cps, scanned, rlen, bad := x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.bad
 	x.mu.Unlock()
+	var (
+		// The reader is like a view cursor's (prefetching, once
+		// sequential), so that the first READ can take it over (spares);
+		// the batches it checks are remembered.
+		rd    = logChunk{prefetch: true, remember: true}
+		sc    renderScratch
+		start startHint
+	)
+	defer func() { rd.free() }()
+	fpos, err := x.batchOf(&rd, from, scanned, cps)
+	if err != nil {
+		return 0, err
+	}
 	if fpos >= scanned {
 		if bad != nil && fpos > scanned {
 			return 0, bad // from lies past corruption the index cannot cross
@@ -226,15 +235,6 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 	if i > 0 {
 		cp = cps[i-1]
 	}
-	var (
-		// The reader is like a view cursor's (prefetching, once
-		// sequential), so that the first READ can take it over (spares);
-		// the batches it checks are remembered.
-		rd    = logChunk{prefetch: true, remember: true}
-		sc    renderScratch
-		start startHint
-	)
-	defer func() { rd.free() }()
 	r := cp.rpos
 	for pos := cp.fpos; pos <= fpos && pos < scanned; {
 		if err := ctx.Err(); err != nil {

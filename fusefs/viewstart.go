@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
@@ -63,4 +64,33 @@ func (c *cursor) startIn(b *record.Batch, pre rawAt) error {
 	}
 	c.rawP, c.rawDone = pre.p, pre.done
 	return nil
+}
+
+// indexGuesser is a segment whose offset index may name the batch holding
+// an offset without a read (engine.Segment.IndexedBatch).
+type indexGuesser interface {
+	IndexedBatch(target int64) (pos, last int64, ok bool)
+}
+
+// batchOf returns the file position of the batch holding offset from (the
+// first whose last offset is at or after it, FindOffset's answer). When
+// the segment's offset index names a batch for it that starts a
+// checkpoint (a batch of 64 KiB rendered or more: the one the measure
+// reads first), that batch is read with rd, below scanned, and taken if
+// it starts at or before from and ends where the index says: the read
+// the measure needs anyway stands for FindOffset's header read.
+func (x *segIndex) batchOf(rd *logChunk, from, scanned int64, cps []checkpoint) (int64, error) {
+	seg := x.key.seg
+	if ig, ok := seg.(indexGuesser); ok {
+		if pos, last, ok := ig.IndexedBatch(from); ok && pos < scanned {
+			i := sort.Search(len(cps), func(i int) bool { return cps[i].fpos >= pos })
+			if i < len(cps) && cps[i].fpos == pos {
+				b, err := rd.batch(seg, pos, scanned)
+				if err == nil && b.Magic >= 2 && b.BaseOffset <= from && b.LastOffset() == last {
+					return pos, nil
+				}
+			}
+		}
+	}
+	return seg.FindOffset(from)
 }

@@ -129,3 +129,33 @@ func testStartRecordsOfEveryShape(t *testing.T, mem bool) {
 		}
 	}
 }
+
+// TestByOffsetMeasureReadsTheBatchOnce: after a remount (the segment's
+// index saved, nothing remembered of its batches), stat of a view that
+// starts inside a batch reads that batch's bytes once and nothing else:
+// no header read to find it first.
+func TestByOffsetMeasureReadsTheBatchOnce(t *testing.T) {
+	data := t.TempDir()
+	m := newTestMountAt(t, data, false)
+	m.sh(t, `mkdir $MNT/b`)
+	appendBigBatches(t, m.partition(t, "b", 0), 12, 1000, 100)
+	m.sh(t, `stat $MNT/b/0/records >/dev/null`) // measured and indexed
+	m.unmount()
+
+	m = newTestMountAt(t, data, false)
+	p := m.partition(t, "b", 0)
+	snap := p.Snapshot()
+	defer snap.Release()
+	require.Len(t, snap.Segments, 1)
+	seg := snap.Segments[0]
+	for _, from := range []int64{2500, 7777, 11001} {
+		pos, err := seg.FindOffset(from)
+		require.NoError(t, err)
+		b, err := seg.ReadBatch(pos, nil)
+		require.NoError(t, err)
+		before := p.Stats().BytesRead
+		got := m.sh(t, fmt.Sprintf(`stat -c %%s $MNT/b/0/by-offset/%d`, from))
+		assert.Equal(t, fmt.Sprint((12000-from)*101)+"\n", got, "from %d", from)
+		assert.Equal(t, int64(b.Size()), p.Stats().BytesRead-before, "from %d: the batch, once", from)
+	}
+}
