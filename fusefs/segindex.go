@@ -475,7 +475,8 @@ type logChunk struct {
 	onPanic func(v any, stack []byte)
 
 	rd         *engine.SegmentReader
-	rdPrefetch bool // rd's Prefetch
+	rdPrefetch bool       // rd's Prefetch
+	panics     *panicSink // rd's OnPanic
 }
 
 // batch returns the verified batch at file position pos of seg, whose
@@ -486,6 +487,7 @@ type logChunk struct {
 func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
 	if r.rd == nil || r.rdPrefetch != r.prefetch {
 		r.free()
+		r.panics = &panicSink{}
 		r.rd = engine.NewSegmentReader(engine.SegmentReaderOptions{
 			MinChunk: chunkMin,
 			MaxChunk: chunkMax,
@@ -493,10 +495,11 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 			Ahead:    aheadDepth,
 			Buffers:  chunkBufs{},
 			Remember: r.remember,
-			OnPanic:  r.loaderPanicked,
+			OnPanic:  r.panics.report,
 		})
 		r.rdPrefetch = r.prefetch
 	}
+	r.panics.to.Store(&r.onPanic) // (before any prefetch goroutine of this call)
 	return r.rd.Batch(seg, pos, limit)
 }
 

@@ -732,7 +732,9 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 	c.pre = rawAt{}
 	c.seekStart(x, rel)
 	if rd, ok := st.ps.fsys.spares.take(h.key.seg, c.fpos); ok {
-		// The chunk a LOOKUP's measure read holds this batch.
+		// The chunk a LOOKUP's measure read holds this batch. (Its
+		// reader reports a panic to the handle's onPanic from the next
+		// batch call on: panicSink.)
 		rd.onPanic = c.rd.onPanic
 		c.rd.free()
 		c.rd = rd
