@@ -162,6 +162,9 @@ func parsePeek(buf []byte, pos, end int64) (batchHeader, error) {
 // offset index and scans at most one index interval of batch headers.
 func (s *Segment) FindOffset(target int64) (int64, error) {
 	end := s.Size()
+	if pos, ok := s.indexedBatch(target, end); ok {
+		return pos, nil
+	}
 	pos, err := s.indexPosition(target)
 	if err != nil {
 		return 0, err
@@ -181,7 +184,8 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		if err == nil && h.lastOffset > target {
 			err = fmt.Errorf("batch there ends at %d, past %d", h.lastOffset, target)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			// The index points at no batch: distrust it.
 			s.logger.Warn("engine: offset index entry points at no batch; scanning from the start",
 				"segment", s.LogPath(), "position", pos, "err", err)
@@ -192,6 +196,10 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 			if _, err := s.peekHeader(pos, end); err != nil {
 				pos = 0
 			}
+		case h.lastOffset == target:
+			return pos, nil
+		default:
+			pos += h.size // the scan below starts after it (one header read)
 		}
 	}
 	for pos < end {
@@ -217,6 +225,55 @@ func (s *Segment) FindOffset(target int64) (int64, error) {
 		pos += h.size
 	}
 	return end, nil
+}
+
+// indexedBatch returns the position of the batch holding target when the
+// offset index has an entry for it: the first entry at or after target
+// names a batch whose header (one read, or the memo) shows it starts at
+// or before target and ends where the entry says. Batches are in offset
+// order, so every batch before it ends before target. ok is false
+// otherwise (no such entry, a batch between the entries, an index that
+// lies): FindOffset scans from the entry before instead.
+func (s *Segment) indexedBatch(target, end int64) (int64, bool) {
+	pos, last, ok := s.IndexedBatch(target)
+	if !ok || pos >= end {
+		return 0, false
+	}
+	if m := s.bmemo.Load(); m != nil {
+		if _, known := m.get(pos); known {
+			return 0, false // the scan walks remembered batches without reading
+		}
+	}
+	h, err := s.peekHeader(pos, end)
+	if err != nil || h.lastOffset != last || h.baseOffset > target || h.magic < 2 {
+		return 0, false
+	}
+	return pos, true
+}
+
+// IndexedBatch returns, from the offset index alone (no read), where the
+// batch holding target should be: the first entry at or after target
+// names a batch, at pos, that ends at last. It holds target when it
+// starts at or before target and ends at last: the caller reading it
+// checks that (a batch the index has no entry for may lie between the
+// entry before and it; FindOffset answers then). ok is false without
+// such an entry, or without one before target (the segment's first
+// batches, which a scan from the start reaches at once).
+func (s *Segment) IndexedBatch(target int64) (pos, last int64, ok bool) {
+	if target <= s.base {
+		return 0, 0, false
+	}
+	if s.useIndexes(func(oidx *index.OffsetIndex, _ *index.TimeIndex, _ *index.TxnIndex) {
+		if oidx == nil {
+			return
+		}
+		if off, floor := oidx.Lookup(target); floor > 0 || off > s.base {
+			last, pos, ok = oidx.Ceiling(target)
+		}
+	}) != nil || !ok || pos <= 0 || pos >= s.Size() {
+		return 0, 0, false
+	}
+	return pos, last, true
 }
 
 // distrustIndexes rebuilds a sealed segment's indexes from its .log (the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +79,48 @@ func TestSegmentIndexSizes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, o, "the new active segment has no entries")
 	assert.Zero(t, ti)
+}
+
+// TestFindOffsetReadsEachHeaderOnce: with an index entry per batch,
+// finding an offset reads one batch header (the indexed batch holding it);
+// with sparser entries, each header of the scan once.
+func TestFindOffsetReadsEachHeaderOnce(t *testing.T) {
+	for _, interval := range []int64{1, 300} {
+		t.Run(fmt.Sprint(interval), func(t *testing.T) { testFindOffsetReads(t, interval) })
+	}
+}
+
+func testFindOffsetReads(t *testing.T, interval int64) {
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = interval
+	p := openTest(t, vfs.NewMem(), "t-0", cfg)
+	defer p.Close()
+	fillTest(t, p, 200, 10)
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	starts := make(map[int64]int64) // first offset of each batch → position
+	for pos := int64(0); pos < seg.Size(); {
+		b, err := seg.ReadBatch(pos, nil)
+		require.NoError(t, err)
+		starts[b.BaseOffset] = pos
+		pos += int64(b.Size())
+	}
+	before := p.Stats().BytesRead
+	_, err := seg.peekHeader(starts[50], seg.Size())
+	require.NoError(t, err)
+	peek := p.Stats().BytesRead - before // what one header read reads
+	require.Positive(t, peek)
+	for target := range int64(200) {
+		before := p.Stats().BytesRead
+		pos, err := seg.FindOffset(target)
+		require.NoError(t, err)
+		assert.Equal(t, starts[target/10*10], pos, "offset %d", target)
+		read := p.Stats().BytesRead - before
+		if interval == 1 && target >= 20 { // (the first batch has no entry, the second the first)
+			assert.LessOrEqual(t, read, peek, "offset %d: header reads", target)
+		} else {
+			assert.LessOrEqual(t, read, peek*(interval/100+3), "offset %d: header reads", target)
+		}
+	}
 }

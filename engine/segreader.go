@@ -225,6 +225,13 @@ func (r *SegmentReader) drop(c *segChunk) {
 	chunks.Put(c)
 }
 
+// StopPrefetch stops the prefetch goroutine, if one runs, and gives back
+// the chunks it loaded; the current chunk stays. After it the reader
+// reads its source only when Batch is called again: one kept for later
+// (a by-offset view's first batch, read while measuring) touches nothing
+// of a source that may be released meanwhile.
+func (r *SegmentReader) StopPrefetch() { r.stopAhead() }
+
 // Free stops the prefetch goroutine, gives every buffer back and forgets
 // the source. The reader can be used again.
 func (r *SegmentReader) Free() {
@@ -289,6 +296,20 @@ func (c *segChunk) ensure(n int, bufs ChunkBuffers) {
 	c.buf = c.buf[:n]
 }
 
+// grow makes buf n bytes long, keeping its bytes: into a buffer from bufs
+// when it must grow (the old one is given back after the copy).
+func (c *segChunk) grow(n int, bufs ChunkBuffers) {
+	if cap(c.buf) < n {
+		nb := bufs.Get(n)
+		copy(nb, c.buf)
+		if c.buf != nil {
+			bufs.Put(c.buf)
+		}
+		c.buf = nb
+	}
+	c.buf = c.buf[:n]
+}
+
 // release gives the buffer back; the chunk then holds nothing.
 func (c *segChunk) release(bufs ChunkBuffers) {
 	if c.buf != nil {
@@ -341,8 +362,12 @@ func (c *segChunk) load(src BatchSource, pos, limit int64, size int, bufs ChunkB
 	if len(c.buf) >= record.LogOverhead {
 		total := record.LogOverhead + int64(int32(binary.BigEndian.Uint32(c.buf[8:])))
 		if total > int64(len(c.buf)) && total <= limit-pos && total > record.LogOverhead {
-			c.ensure(int(total), bufs)
-			if k, _ = src.ReadAt(c.buf, pos); int64(k) != total {
+			// The first batch alone, larger than the load: read what is
+			// missing of it after the bytes read (a seek into a batch of
+			// 1000 records reads it once, not its first chunk twice).
+			have := len(c.buf)
+			c.grow(int(total), bufs)
+			if k, _ = src.ReadAt(c.buf[have:], pos+int64(have)); int64(have+k) != total {
 				c.buf = c.buf[:0]
 				return
 			}

@@ -185,3 +185,31 @@ func TestFileBatches(t *testing.T) {
 	assert.Equal(t, 190, n)
 	assert.Zero(t, p.Stats().Corruptions, "nothing logged or counted")
 }
+
+// TestSegmentReaderBigBatchReadOnce: a seek to a batch larger than the
+// first load reads its bytes once (what the load read, then the rest),
+// and it comes back whole.
+func TestSegmentReaderBigBatchReadOnce(t *testing.T) {
+	p := openTest(t, vfs.NewMem(), "t-0", testConfig())
+	defer p.Close()
+	for i := range 3 {
+		recs := makeRecs(i*10, 4, int64(i))
+		recs[1].Value = bytes.Repeat([]byte{'v'}, 20<<10)
+		_, _, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	snap := p.Snapshot()
+	defer snap.Release()
+	seg := snap.Segments[0]
+	starts := batchStarts(t, seg)
+	want, err := seg.ReadBatch(starts[1], nil)
+	require.NoError(t, err)
+	require.Greater(t, want.Size(), 8<<10)
+	r := NewSegmentReader(SegmentReaderOptions{MinChunk: 4 << 10})
+	defer r.Free()
+	before := p.Stats().BytesRead
+	got, err := r.Batch(seg, starts[1], seg.Size())
+	require.NoError(t, err)
+	assert.Equal(t, want.Raw, got.Raw)
+	assert.Equal(t, int64(want.Size()), p.Stats().BytesRead-before, "each byte of the batch read once")
+}

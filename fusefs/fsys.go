@@ -56,9 +56,10 @@ type fsys struct {
 	// passthrough is set once at mount when segments/ may offer sealed
 	// segments' files for FUSE passthrough (passthrough.go).
 	passthrough atomic.Bool
-	refusedOnce sync.Once   // the warning that the kernel did not take one
-	curLocks    cursorLocks // cursors open for reading (cursors.go)
-	keys        *keyIndexes // by-key/ (keyindexes.go)
+	refusedOnce sync.Once    // the warning that the kernel did not take one
+	curLocks    cursorLocks  // cursors open for reading (cursors.go)
+	keys        *keyIndexes  // by-key/ (keyindexes.go)
+	spares      spareReaders // chunks a LOOKUP read, for the OPEN's READ (spare.go)
 
 	mu struct {
 		sync.Mutex

@@ -21,8 +21,8 @@ import (
 // fail only what they worked for:
 //
 //   - a view handle's renderer (workAhead.run) and a reader's .log loader
-//     (the engine's SegmentReader recovers it and calls
-//     logChunk.loaderPanicked): read ahead stops for that handle; its READs
+//     (the engine's SegmentReader recovers it and calls its logChunk's
+//     panicSink): read ahead stops for that handle; its READs
 //     render (and load) in place, so a persistent bug fails them (EIO at the
 //     request boundary) and a passing one costs nothing but the read ahead;
 //   - a partition's notifier (runNotifier): the partition's open views are
@@ -135,12 +135,18 @@ func (w *workAhead[T]) produceGuarded(produce produceFunc[T], pos int64) (it T, 
 	return it, next, more, true
 }
 
-// loaderPanicked reports a panic of r's prefetch goroutine (the engine's
-// SegmentReader recovered it and loads in the caller's goroutine from then
-// on) through onPanic, or on fallbackLog without one.
-func (r *logChunk) loaderPanicked(v any, stack []byte) {
-	if r.onPanic != nil {
-		r.onPanic(v, stack)
+// panicSink is where a reader's prefetch goroutine reports a panic (the
+// engine's SegmentReader recovered it and loads in the caller's goroutine
+// from then on): through the onPanic of the logChunk that holds the
+// reader now (logChunk.batch keeps it current: a reader kept by
+// spareReaders changes hands), or on fallbackLog without one.
+type panicSink struct {
+	to atomic.Pointer[func(v any, stack []byte)]
+}
+
+func (s *panicSink) report(v any, stack []byte) {
+	if f := s.to.Load(); f != nil && *f != nil {
+		(*f)(v, stack)
 		return
 	}
 	panics.Recovered(fallbackLog.Load(), "readahead", "load", v, stack)

@@ -79,7 +79,15 @@ type startHint struct {
 	from int64
 	r    int64
 	cp   checkpoint
+	at   rawAt // where from's record starts in its batch, if walked raw
 	set  bool
+}
+
+// rawAt is a position in a raw batch (rendered by putPlainRaw): p in its
+// records section, after done records.
+type rawAt struct {
+	p, done int
+	ok      bool
 }
 
 // startHints is how many renderedBefore answers a segment index keeps.
@@ -195,18 +203,27 @@ func (x *segIndex) addStart(h startHint) {
 // interval of measuring (the batch holding from only, when a checkpoint
 // starts it); a recent answer costs nothing. The index must cover the
 // segment up to limit, and from's batch must lie below limit (or at it).
-func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc) (int64, error) {
+func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSet, log logFunc, spares *spareReaders) (int64, error) {
 	if h, ok := x.startOf(from); ok {
 		return h.r, nil
 	}
 	seg := x.key.seg
-	fpos, err := seg.FindOffset(from)
-	if err != nil {
-		return 0, err
-	}
 	x.mu.Lock()
 	cps, scanned, rlen, bad := x.mu.cps, x.mu.scanned, x.mu.rlen, x.mu.bad
 	x.mu.Unlock()
+	var (
+		// The reader is like a view cursor's (prefetching, once
+		// sequential), so that the first READ can take it over (spares);
+		// the batches it checks are remembered.
+		rd    = logChunk{prefetch: true, remember: true}
+		sc    renderScratch
+		start startHint
+	)
+	defer func() { rd.free() }()
+	fpos, err := x.batchOf(&rd, from, scanned, cps)
+	if err != nil {
+		return 0, err
+	}
 	if fpos >= scanned {
 		if bad != nil && fpos > scanned {
 			return 0, bad // from lies past corruption the index cannot cross
@@ -218,19 +235,9 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 	if i > 0 {
 		cp = cps[i-1]
 	}
-	var (
-		rd logChunk
-		sc renderScratch
-	)
-	defer rd.free()
 	r := cp.rpos
 	for pos := cp.fpos; pos <= fpos && pos < scanned; {
 		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		b, err := rd.batch(seg, pos, scanned)
-		if err != nil {
-			log(seg, pos, err)
 			return 0, err
 		}
 		hi := int64(math.MaxInt64)
@@ -238,15 +245,32 @@ func (x *segIndex) renderedBefore(ctx context.Context, from int64, ab *abortedSe
 			hi = from // only the records of from's batch that come before it
 			cp = checkpoint{rpos: r, fpos: pos}
 		}
-		n, err := measureBatchRange(&b, x.key.format, hi, ab, &sc)
+		b, err := rd.batch(seg, pos, scanned)
+		var (
+			n  int64
+			at rawAt
+		)
+		if err == nil {
+			n, at, err = measureBatchStart(&b, x.key.format, hi, ab, &sc)
+		}
 		if err != nil {
 			log(seg, pos, err)
 			return 0, err
 		}
-		r += n
 		pos += int64(b.Size())
+		r += n
+		if pos > fpos { // (from's batch, the last)
+			start.at = at
+			if spares != nil {
+				// rd's chunk holds from's batch: the first READ of the
+				// view takes it (its seek) instead of reading it again.
+				spares.put(seg, fpos, rd)
+				rd = logChunk{}
+			}
+		}
 	}
-	x.addStart(startHint{from: from, r: r, cp: cp, set: true})
+	start.from, start.r, start.cp, start.set = from, r, cp, true
+	x.addStart(start)
 	return r, nil
 }
 
@@ -264,19 +288,33 @@ type renderScratch struct {
 // transaction). Records are measured without rendering (viewFormat.measure),
 // except JSON records with headers, rendered once into sc.out.
 func measureBatchRange(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
+	n, _, err := measureBatchStart(b, f, hi, ab, sc)
+	return n, err
+}
+
+// measureBatchStart is measureBatchRange, and, when it walked the records
+// below hi raw (walkPlainRaw), where the first record at or after hi
+// starts: a seek to hi resumes there without walking them again.
+func measureBatchStart(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, rawAt, error) {
 	if b.IsControl() {
-		return 0, nil
+		return 0, rawAt{}, nil
 	}
 	if rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
 		data, count := b.Raw[record.HeaderSize:], int(b.RecordCount)
 		if hi == math.MaxInt64 {
 			if n, ok := measurePlainRaw(data, count, f.nullMarker); ok {
-				return n, nil
+				return n, rawAt{}, nil
 			}
 		} else if p, done, n, ok := walkPlainRaw(data, 0, count, f.nullMarker, hi-b.BaseOffset, math.MaxInt64); ok && (done < count || p == len(data)) {
-			return n, nil // the records below hi, not decoded
+			return n, rawAt{p: p, done: done, ok: true}, nil // the records below hi, not decoded
 		}
 	}
+	n, err := measureDecoded(b, f, hi, ab, sc)
+	return n, rawAt{}, err
+}
+
+// measureDecoded is measureBatchRange by decoding b's records.
+func measureDecoded(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc *renderScratch) (int64, error) {
 	recs, dec, err := b.RecordsInto(sc.recs[:0], sc.dec)
 	sc.recs, sc.dec = recs[:0], dec
 	if err != nil {
@@ -437,7 +475,8 @@ type logChunk struct {
 	onPanic func(v any, stack []byte)
 
 	rd         *engine.SegmentReader
-	rdPrefetch bool // rd's Prefetch
+	rdPrefetch bool       // rd's Prefetch
+	panics     *panicSink // rd's OnPanic
 }
 
 // batch returns the verified batch at file position pos of seg, whose
@@ -448,6 +487,7 @@ type logChunk struct {
 func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, error) {
 	if r.rd == nil || r.rdPrefetch != r.prefetch {
 		r.free()
+		r.panics = &panicSink{}
 		r.rd = engine.NewSegmentReader(engine.SegmentReaderOptions{
 			MinChunk: chunkMin,
 			MaxChunk: chunkMax,
@@ -455,10 +495,11 @@ func (r *logChunk) batch(seg segmentReader, pos, limit int64) (record.Batch, err
 			Ahead:    aheadDepth,
 			Buffers:  chunkBufs{},
 			Remember: r.remember,
-			OnPanic:  r.loaderPanicked,
+			OnPanic:  r.panics.report,
 		})
 		r.rdPrefetch = r.prefetch
 	}
+	r.panics.to.Store(&r.onPanic) // (before any prefetch goroutine of this call)
 	return r.rd.Batch(seg, pos, limit)
 }
 

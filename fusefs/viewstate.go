@@ -117,7 +117,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 		if h.skip < 0 {
 			h.skip = 0
 			if h.from >= 0 {
-				if h.skip, err = x.renderedBefore(ctx, h.from, st.mu.ab, st.ps.logCorrupt); err != nil {
+				if h.skip, err = x.renderedBefore(ctx, h.from, st.mu.ab, st.ps.logCorrupt, &st.ps.fsys.spares); err != nil {
 					return err
 				}
 			}
@@ -358,6 +358,14 @@ type cursor struct {
 	rawP    int
 	rawDone int
 	rawB    record.Batch
+
+	// pre is where in the batch at file position preAt (whose rendering
+	// starts at view position preStart) the cursor starts: a seek put it
+	// at a record inside that batch (seekStart), and c.next is already
+	// that record's view position.
+	pre      rawAt
+	preAt    int64
+	preStart int64
 }
 
 // rawLeft is how many records of the raw batch are still to render.
@@ -628,12 +636,19 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 		st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
 		return stepOn, err
 	}
+	pre := c.takeStart(c.fpos)
 	c.recs, c.ri = c.recs[:0], 0
 	if !b.IsControl() {
 		c.ab = st.abSet()
 		c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
 		if !c.txn && rawEligible(&b, st.format) {
 			c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
+			if pre.ok {
+				if err := c.startIn(&b, pre); err != nil {
+					st.ps.logCorrupt(c.h.key.seg, c.fpos, err)
+					return stepOn, err
+				}
+			}
 			c.fpos += int64(b.Size())
 			return stepOn, nil
 		}
@@ -644,6 +659,9 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 			return stepOn, err
 		}
 		c.recs = recs
+	}
+	if pre.ok {
+		c.next = c.preStart // the records before the start are skipped again
 	}
 	c.fpos += int64(b.Size())
 	return stepOn, nil
@@ -704,11 +722,22 @@ func (st *viewState) seek(ctx context.Context, c *cursor, pos int64) bool {
 		c.err = err
 		return false
 	}
-	cp := x.locate(pos - h.rstart + h.skip)
+	rel := pos - h.rstart + h.skip
+	cp := x.locate(rel)
 	c.valid, c.seg, c.h, c.lo = true, i, h, h.rstart
 	c.rd.prefetch = true
 	c.next, c.fpos = h.rstart-h.skip+cp.rpos, cp.fpos
 	c.pend, c.recs, c.ri = nil, c.recs[:0], 0
 	c.raw, c.rawDone, c.rawB = nil, 0, record.Batch{}
+	c.pre = rawAt{}
+	c.seekStart(x, rel)
+	if rd, ok := st.ps.fsys.spares.take(h.key.seg, c.fpos); ok {
+		// The chunk a LOOKUP's measure read holds this batch. (Its
+		// reader reports a panic to the handle's onPanic from the next
+		// batch call on: panicSink.)
+		rd.onPanic = c.rd.onPanic
+		c.rd.free()
+		c.rd = rd
+	}
 	return true
 }

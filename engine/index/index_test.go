@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"testing"
@@ -608,6 +609,14 @@ func TestLookupMatchesLinearScan(t *testing.T) {
 		}
 		got, _ := x.Lookup(target)
 		require.Equal(t, want, got, "offset lookup %d", target)
+		// Ceiling: the first entry at or after target.
+		c := sort.Search(len(offs), func(i int) bool { return offs[i] >= target })
+		cOff, cPos, ok := x.Ceiling(target)
+		require.Equal(t, c < len(offs), ok, "ceiling %d", target)
+		if ok {
+			require.Equal(t, offs[c], cOff, "ceiling %d", target)
+			require.Equal(t, int64(c+1)*100, cPos, "ceiling %d", target)
+		}
 	}
 	want, k = -1, 0
 	for target := int64(-5); target < 4000*7+10; target++ {

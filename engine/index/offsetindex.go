@@ -157,6 +157,24 @@ func (x *OffsetIndex) Lookup(target int64) (offset, pos int64) {
 	return offset, pos
 }
 
+// Ceiling returns the smallest entry with offset >= target; ok is false
+// when there is none. When the entry before it (Lookup's) indexes the
+// batch right before, the batch at pos is the one holding target.
+func (x *OffsetIndex) Ceiling(target int64) (offset, pos int64, ok bool) {
+	n, view := x.ef.snapshot()
+	i := x.search(n, view, target)
+	if i >= 0 {
+		if rel, p := decodeOffsetEntry(x.ef.entry(view, i)); x.ef.base+int64(rel) == target {
+			return target, int64(p), true
+		}
+	}
+	if i+1 >= n {
+		return 0, 0, false
+	}
+	rel, p := decodeOffsetEntry(x.ef.entry(view, i+1))
+	return x.ef.base + int64(rel), int64(p), true
+}
+
 // warmEntries is how many tail entries Kafka's "warm section" covers
 // (8192 bytes): lookups near the end, the common case for tailing readers,
 // touch only the last pages of the index.
