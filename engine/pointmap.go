@@ -7,8 +7,8 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 
+	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
@@ -50,17 +50,10 @@ func (m *batchMemo) withMapped(off, end int64, fn func([]byte) error) (ok bool, 
 // readMapped calls fn with b, a part of a mapping, turning a fault while it
 // reads into errMapFault.
 func readMapped(b []byte, fn func([]byte) error) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if v := recover(); v != nil {
-			if _, fault := v.(interface{ Addr() uintptr }); !fault {
-				panic(v)
-			}
-			err = errMapFault
-		}
-	}()
-	return fn(b)
+	if !index.ReadGuarded(func() { err = fn(b) }) {
+		return errMapFault
+	}
+	return err
 }
 
 // mapFile maps the segment's .log read-only, once; a file that cannot be

@@ -129,7 +129,7 @@ func (x *entryFile) mapReadOnly(m vfs.ReadMmapper, size int64, scan scanFunc) (m
 		return false, nil
 	}
 	n := 0
-	if !readGuarded(func() { n = x.scanView(mm, scan) }) {
+	if !ReadGuarded(func() { n = x.scanView(mm, scan) }) {
 		// Cut short between stat and scan: not an index to trust.
 		_ = m.Munmap(mm)
 		return true, fmt.Errorf("%w: %s: shorter than its %d bytes while opening", ErrCorruptIndex, x.path, size)
@@ -174,10 +174,10 @@ var mappedCount, mappedBytes atomic.Int64
 // read-write ones of writable indexes).
 func Mapped() (files, bytes int64) { return mappedCount.Load(), mappedBytes.Load() }
 
-// readGuarded calls fn, which reads a read-only mapping, and reports false
-// when a read faulted (the file was cut short under the mapping) instead of
+// ReadGuarded calls fn, which reads a mapping, and reports false when a
+// read faulted (the file was cut short under the mapping) instead of
 // letting the fault kill the process.
-func readGuarded(fn func()) (ok bool) {
+func ReadGuarded(fn func()) (ok bool) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -220,7 +220,7 @@ func (x *entryFile) read(fn func(n int, view []byte)) bool {
 	if x.faulted.Load() {
 		return false
 	}
-	if readGuarded(func() { fn(n, view) }) {
+	if ReadGuarded(func() { fn(n, view) }) {
 		return true
 	}
 	x.faulted.Store(true)
