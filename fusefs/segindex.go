@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"github.com/topicfs/topicfs/backend"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/topicfs/topicfs/engine"
-	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/record"
 )
 
@@ -103,7 +101,7 @@ func (x *segIndex) extend(ctx context.Context, limit int64, ab *abortedSet, log 
 	defer x.mu.Unlock()
 	if x.mu.cps == nil {
 		x.mu.cps = []checkpoint{{0, 0}}
-		x.mu.abHash = ab.hashOver(x.key.seg)
+		x.mu.abHash = hashOver(ab, x.key.seg)
 	}
 	if x.mu.scanned >= limit || x.mu.bad != nil {
 		return x.mu.scanned, x.mu.rlen, x.mu.bad, nil
@@ -299,7 +297,7 @@ func measureBatchStart(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, 
 	if b.IsControl() {
 		return 0, rawAt{}, nil
 	}
-	if rawEligible(b, f) && !(b.IsTransactional() && !ab.empty()) {
+	if rawEligible(b, f) && !(b.IsTransactional() && !ab.Empty()) {
 		data, count := b.Raw[record.HeaderSize:], int(b.RecordCount)
 		if hi == math.MaxInt64 {
 			if n, ok := measurePlainRaw(data, count, f.nullMarker); ok {
@@ -320,14 +318,14 @@ func measureDecoded(b *record.Batch, f viewFormat, hi int64, ab *abortedSet, sc 
 	if err != nil {
 		return 0, err
 	}
-	txn := b.IsTransactional() && !ab.empty()
+	txn := b.IsTransactional() && !ab.Empty()
 	var n int64
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset >= hi {
 			break
 		}
-		if txn && ab.aborted(b.ProducerID, r.Offset) {
+		if txn && ab.Aborted(b.ProducerID, r.Offset) {
 			continue
 		}
 		n += int64(f.measure(r, &sc.out))
@@ -510,67 +508,9 @@ func (r *logChunk) free() {
 	}
 }
 
-// abortedSet is the union of the aborted transactions of a partition's
-// segments (their .txnindex files): a record of a transactional batch is
-// hidden when an aborted transaction of its producer covers its offset.
-type abortedSet struct {
-	byProducer map[int64][]index.AbortedTxn
-}
-
-func newAbortedSet(segs []segmentReader) *abortedSet {
-	var ab abortedSet
-	for _, s := range segs {
-		for _, t := range s.AbortedTxns() {
-			if ab.byProducer == nil {
-				ab.byProducer = map[int64][]index.AbortedTxn{}
-			}
-			ab.byProducer[t.ProducerID] = append(ab.byProducer[t.ProducerID], t)
-		}
-	}
-	return &ab
-}
-
-func (a *abortedSet) empty() bool { return a == nil || len(a.byProducer) == 0 }
-
-// with returns a set holding a's transactions and those of segs' txn
-// indexes: a itself when that adds none (readers share a set: it never
-// changes once made).
-func (a *abortedSet) with(segs []segmentReader) *abortedSet {
-	out := a
-	for _, s := range segs {
-		for _, t := range s.AbortedTxns() {
-			if out.has(t) {
-				continue
-			}
-			if out == a {
-				out = &abortedSet{byProducer: map[int64][]index.AbortedTxn{}}
-				if a != nil {
-					for pid, ts := range a.byProducer {
-						out.byProducer[pid] = slices.Clone(ts)
-					}
-				}
-			}
-			out.byProducer[t.ProducerID] = append(out.byProducer[t.ProducerID], t)
-		}
-	}
-	return out
-}
-
-// has reports whether the set holds transaction t.
-func (a *abortedSet) has(t index.AbortedTxn) bool {
-	return a != nil && slices.ContainsFunc(a.byProducer[t.ProducerID], func(o index.AbortedTxn) bool {
-		return o.FirstOffset == t.FirstOffset && o.LastOffset == t.LastOffset
-	})
-}
-
-func (a *abortedSet) aborted(producer, offset int64) bool {
-	for _, t := range a.byProducer[producer] {
-		if offset >= t.FirstOffset && offset <= t.LastOffset {
-			return true
-		}
-	}
-	return false
-}
+// abortedSet is the aborted transactions of a partition's segments, as
+// views hide them (backend.AbortedSet).
+type abortedSet = backend.AbortedSet
 
 // logFunc reports a read error of a segment at a file position.
 type logFunc func(seg segmentReader, pos int64, err error)

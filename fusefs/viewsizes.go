@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/topicfs/topicfs/engine"
+	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/vfs"
 )
 
@@ -164,7 +165,7 @@ func (v *viewSizes) find(k segKey, limit int64, ab *abortedSet) (savedEntry, boo
 	if !ok || id != es[0].id {
 		return savedEntry{}, false
 	}
-	f, h := k.format.key(), ab.hashOver(k.seg)
+	f, h := k.format.key(), hashOver(ab, k.seg)
 	for _, e := range es {
 		if e.format == f && e.abHash == h && e.id == id {
 			return e, true
@@ -597,25 +598,23 @@ func (v *viewSizes) writeEntries(w *viewSizesWriter, out io.Writer, c *indexCach
 // the ones that hide records of seg. 0 when there are none; independent of
 // map order. (seg's end is only asked for when there are some: it can cost
 // a read.)
-func (a *abortedSet) hashOver(seg segmentReader) uint64 {
-	if a.empty() {
+func hashOver(a *abortedSet, seg segmentReader) uint64 {
+	if a.Empty() {
 		return 0
 	}
 	lo, hi := seg.BaseOffset(), seg.NextOffset()
 	var sum uint64
 	var b [24]byte
-	for producer, txns := range a.byProducer {
-		for _, t := range txns {
-			if t.LastOffset < lo || t.FirstOffset >= hi {
-				continue
-			}
-			binary.LittleEndian.PutUint64(b[0:], uint64(producer))
-			binary.LittleEndian.PutUint64(b[8:], uint64(t.FirstOffset))
-			binary.LittleEndian.PutUint64(b[16:], uint64(t.LastOffset))
-			h := fnv.New64a()
-			h.Write(b[:])
-			sum += h.Sum64()
+	a.Each(func(t index.AbortedTxn) {
+		if t.LastOffset < lo || t.FirstOffset >= hi {
+			return
 		}
-	}
+		binary.LittleEndian.PutUint64(b[0:], uint64(t.ProducerID))
+		binary.LittleEndian.PutUint64(b[8:], uint64(t.FirstOffset))
+		binary.LittleEndian.PutUint64(b[16:], uint64(t.LastOffset))
+		h := fnv.New64a()
+		h.Write(b[:])
+		sum += h.Sum64()
+	})
 	return sum
 }

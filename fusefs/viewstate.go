@@ -77,7 +77,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 	// The segment holding start: the last whose base is <= start.
 	k := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > start }) - 1
 	k = max(k, 0)
-	st.mu.ab = newAbortedSet(segs)
+	st.mu.ab = backend.NewAbortedSet(segs)
 	for i := k; i < len(segs); i++ {
 		f := int64(-1)
 		if i == k && start > segs[i].BaseOffset() {
@@ -254,7 +254,7 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	if pos >= 0 {
 		scan = snap.Segments[pos:]
 	}
-	st.mu.ab = st.mu.ab.with(scan)
+	st.mu.ab = st.mu.ab.With(scan)
 	st.mu.end = max(st.mu.end, snap.Offsets.End)
 	err = st.extendLocked(ctx, n-1)
 	return oldSize, st.mu.size, err
@@ -547,7 +547,7 @@ func (c *cursor) renderRecords(f viewFormat, dest []byte, n int, pos int64) int 
 	}
 	for c.ri < len(c.recs) {
 		r := &c.recs[c.ri]
-		if c.txn && c.ab.aborted(c.pid, r.Offset) {
+		if c.txn && c.ab.Aborted(c.pid, r.Offset) {
 			c.ri++
 			continue
 		}
@@ -574,7 +574,7 @@ func (c *cursor) renderRecords(f viewFormat, dest []byte, n int, pos int64) int 
 func (c *cursor) skipRecord(f viewFormat, pos int64) {
 	r := &c.recs[c.ri]
 	c.ri++
-	if c.txn && c.ab.aborted(c.pid, r.Offset) {
+	if c.txn && c.ab.Aborted(c.pid, r.Offset) {
 		return
 	}
 	if k, ok := f.renderedLen(r); ok && c.next+int64(k) <= pos {
@@ -640,7 +640,7 @@ func (st *viewState) nextBatch(ctx context.Context, c *cursor, n int, pos int64)
 	c.recs, c.ri = c.recs[:0], 0
 	if !b.IsControl() {
 		c.ab = st.abSet()
-		c.txn, c.pid = b.IsTransactional() && !c.ab.empty(), b.ProducerID
+		c.txn, c.pid = b.IsTransactional() && !c.ab.Empty(), b.ProducerID
 		if !c.txn && rawEligible(&b, st.format) {
 			c.raw, c.rawP, c.rawDone, c.rawB = b.Raw[record.HeaderSize:], 0, 0, b
 			if pre.ok {

@@ -89,6 +89,11 @@ func Open(p backend.Partition, b *Budget, log *slog.Logger) *Index {
 func (x *Index) Close() {
 	x.stop()
 	<-x.done
+	x.release()
+}
+
+// release frees the table; the index then answers ErrClosed.
+func (x *Index) release() {
 	x.mu.Lock()
 	x.t.free()
 	x.t, x.closed = nil, true
@@ -135,10 +140,7 @@ func (x *Index) follow(ctx context.Context) {
 		}
 		if gone(err) {
 			x.log.Info("key index: partition gone; stopped following", "err", err)
-			x.mu.Lock()
-			x.t.free()
-			x.t, x.closed = nil, true
-			x.mu.Unlock()
+			x.release()
 			return
 		}
 		wait := (<-chan time.Time)(nil)

@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/topicfs/topicfs/backend"
-	"github.com/topicfs/topicfs/engine/index"
 	"github.com/topicfs/topicfs/engine/record"
 )
 
@@ -32,7 +31,7 @@ func (s *scanner) scan(ctx context.Context, p backend.Partition, from int64, fn 
 	}
 	defer snap.Release()
 	end = snap.Offsets.End
-	aborted := abortedOf(snap.Segments)
+	aborted := backend.NewAbortedSet(snap.Segments)
 	var read int64
 	for _, seg := range snap.Segments {
 		if seg.NextOffset() <= from || seg.BaseOffset() >= end {
@@ -53,7 +52,7 @@ func (s *scanner) scan(ctx context.Context, p backend.Partition, from int64, fn 
 }
 
 // segment scans one segment; done reports that it reached end.
-func (s *scanner) segment(seg backend.Segment, from, end int64, aborted map[int64][]index.AbortedTxn, fn func(*record.Record) error, read *int64) (done bool, err error) {
+func (s *scanner) segment(seg backend.Segment, from, end int64, aborted *backend.AbortedSet, fn func(*record.Record) error, read *int64) (done bool, err error) {
 	var pos int64
 	if from > seg.BaseOffset() {
 		if pos, err = seg.FindOffset(from); err != nil {
@@ -88,14 +87,14 @@ func (s *scanner) segment(seg backend.Segment, from, end int64, aborted map[int6
 	return false, nil
 }
 
-func (s *scanner) batch(b *record.Batch, from, end int64, aborted map[int64][]index.AbortedTxn, fn func(*record.Record) error) error {
-	txn := b.IsTransactional() && len(aborted[b.ProducerID]) > 0
+func (s *scanner) batch(b *record.Batch, from, end int64, aborted *backend.AbortedSet, fn func(*record.Record) error) error {
+	txn := b.IsTransactional() && !aborted.Empty()
 	var err error
 	s.scratch, err = b.EachRecord(s.scratch, func(r *record.Record) error {
 		if r.Offset < from || r.Offset >= end {
 			return nil
 		}
-		if txn && isAborted(aborted[b.ProducerID], r.Offset) {
+		if txn && aborted.Aborted(b.ProducerID, r.Offset) {
 			return nil
 		}
 		return fn(r)
@@ -108,26 +107,3 @@ func (s *scanner) batch(b *record.Batch, from, end int64, aborted map[int64][]in
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("keyindex: stop")
-
-// abortedOf gathers the aborted transactions of segs by producer.
-func abortedOf(segs []backend.Segment) map[int64][]index.AbortedTxn {
-	var m map[int64][]index.AbortedTxn
-	for _, s := range segs {
-		for _, t := range s.AbortedTxns() {
-			if m == nil {
-				m = map[int64][]index.AbortedTxn{}
-			}
-			m[t.ProducerID] = append(m[t.ProducerID], t)
-		}
-	}
-	return m
-}
-
-func isAborted(ts []index.AbortedTxn, offset int64) bool {
-	for _, t := range ts {
-		if offset >= t.FirstOffset && offset <= t.LastOffset {
-			return true
-		}
-	}
-	return false
-}
