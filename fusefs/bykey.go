@@ -49,7 +49,11 @@ func (d *byKeyDir) find(ctx context.Context, ref keyindex.Ref) (keyindex.Entry, 
 		ids[0] = partitionForKey(ref.Key, n)
 	}
 	for _, id := range ids {
-		x, err := d.fsys.keys.get(ctx, partLoc{topic: d.topic, gen: d.gen, id: id})
+		p, err := t.Partition(id)
+		if err != nil {
+			return keyindex.Entry{}, 0, err
+		}
+		x, err := d.fsys.keys.of(partLoc{topic: d.topic, gen: d.gen, id: id}, p)
 		if err != nil {
 			return keyindex.Entry{}, 0, err
 		}
@@ -151,20 +155,25 @@ func (d *byKeyDir) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOENT
 	}
 	d.awaitWriters(ctx, name)
-	e, id, err := d.find(ctx, ref)
+	e, _, err := d.find(ctx, ref)
 	if err != nil {
 		return d.fsys.keyErrno("unlink", err)
 	}
-	return d.put(ctx, id, record.Record{Key: e.Key, Value: nil}, "unlink")
+	return d.put(ctx, e.Key, nil, "unlink")
 }
 
-// put appends r to partition id of the topic.
-func (d *byKeyDir) put(ctx context.Context, id int, r record.Record, op string) syscall.Errno {
-	p, _, err := d.fsys.partition(ctx, partLoc{topic: d.topic, gen: d.gen, id: id})
+// put appends (key, value) to the key's partition (murmur2, as append
+// places keyed records); a nil value is a tombstone.
+func (d *byKeyDir) put(ctx context.Context, key, value []byte, op string) syscall.Errno {
+	t, err := d.fsys.topic(ctx, d.topic, d.gen)
 	if err != nil {
 		return d.fsys.errno(op, err)
 	}
-	r.Timestamp = time.Now().UnixMilli()
+	p, err := t.Partition(partitionForKey(key, t.NumPartitions()))
+	if err != nil {
+		return d.fsys.errno(op, err)
+	}
+	r := record.Record{Key: key, Value: value, Timestamp: time.Now().UnixMilli()}
 	if _, _, err := p.AppendEach(ctx, [][]record.Record{{r}}); err != nil {
 		return d.fsys.errno(op, err)
 	}

@@ -162,7 +162,7 @@ func (n *byKeyNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAt
 	if err != nil {
 		return n.dir.fsys.keyErrno("setattr", err)
 	}
-	if errno := n.put(ctx, valueOf(resized(content(e.Value), int(sz))), "setattr"); errno != 0 {
+	if errno := n.dir.put(ctx, n.ref.Key, valueOf(resized(content(e.Value), int(sz))), "setattr"); errno != 0 {
 		return errno
 	}
 	n.attr(&out.Attr, int(sz))
@@ -194,15 +194,6 @@ func (n *byKeyNode) checkSize(ctx context.Context, size int64) syscall.Errno {
 		return syscall.EMSGSIZE
 	}
 	return 0
-}
-
-// put appends value as K's latest record.
-func (n *byKeyNode) put(ctx context.Context, value []byte, op string) syscall.Errno {
-	t, err := n.dir.fsys.topic(ctx, n.dir.topic, n.dir.gen)
-	if err != nil {
-		return n.dir.fsys.errno(op, err)
-	}
-	return n.dir.put(ctx, partitionForKey(n.ref.Key, t.NumPartitions()), record.Record{Key: n.ref.Key, Value: value}, op)
 }
 
 // keyReadHandle holds the value read at open.
@@ -329,7 +320,7 @@ func (n *byKeyNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno 
 	h.mu.Lock()
 	var errno syscall.Errno
 	if h.pending() {
-		errno = n.put(ctx, valueOf(h.buf), "release")
+		errno = n.dir.put(ctx, n.ref.Key, valueOf(h.buf), "release")
 		if errno != 0 {
 			n.dir.fsys.log.Warn("fusefs: by-key value not stored at close", "topic", n.dir.topic, "key", n.ref.String(), "errno", errno)
 		}

@@ -32,7 +32,11 @@ func newKeyIndexes(f *fsys, memory int64, dir string) *keyIndexes {
 
 // get returns the index of l's partition, opening it on first use.
 func (k *keyIndexes) get(ctx context.Context, l partLoc) (*keyindex.Index, error) {
-	p, _, err := k.f.partition(ctx, l)
+	t, err := k.f.topic(ctx, l.topic, l.gen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.Partition(l.id)
 	if err != nil {
 		return nil, err
 	}
