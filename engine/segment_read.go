@@ -267,8 +267,8 @@ func (s *Segment) IndexedBatch(target int64) (pos, last int64, ok bool) {
 		if oidx == nil {
 			return
 		}
-		if off, floor := oidx.Lookup(target); floor > 0 || off > s.base {
-			last, pos, ok = oidx.Ceiling(target)
+		if off, floor, cOff, cPos, cOK := oidx.Around(target); floor > 0 || off > s.base {
+			last, pos, ok = cOff, cPos, cOK
 		}
 	}) != nil || !ok || pos <= 0 || pos >= s.Size() {
 		return 0, 0, false

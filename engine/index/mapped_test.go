@@ -142,6 +142,10 @@ func TestMappedIndexCutShort(t *testing.T) {
 
 	require.NoError(t, os.Truncate(o.Path(), 0))
 	require.NoError(t, os.Truncate(tx.Path(), 0))
+	// Ceiling (the by-offset open's lookup) is guarded as Lookup is.
+	_, _, ok := o.Ceiling(3001)
+	assert.False(t, ok, "no ceiling in a faulted index")
+	assert.True(t, o.Faulted())
 	off, pos = o.Lookup(3000)
 	assert.Equal(t, [2]int64{0, 0}, [2]int64{off, pos}, "the empty index's answer")
 	assert.True(t, o.Faulted())

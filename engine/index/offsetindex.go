@@ -161,18 +161,35 @@ func (x *OffsetIndex) Lookup(target int64) (offset, pos int64) {
 // when there is none. When the entry before it (Lookup's) indexes the
 // batch right before, the batch at pos is the one holding target.
 func (x *OffsetIndex) Ceiling(target int64) (offset, pos int64, ok bool) {
+	_, _, offset, pos, ok = x.Around(target)
+	return offset, pos, ok
+}
+
+// Around is Lookup and Ceiling in one guarded search: the largest entry
+// with offset <= target (or (base, 0)), and the smallest with offset >=
+// target (ceil false when there is none, or the index Faulted).
+func (x *OffsetIndex) Around(target int64) (floorOff, floorPos, ceilOff, ceilPos int64, ceil bool) {
+	floorOff = x.ef.base
 	n, view := x.ef.snapshot()
+	if x.ef.guarded {
+		if x.ef.faulted.Load() {
+			return floorOff, 0, 0, 0, false
+		}
+		defer x.ef.endGuard(debug.SetPanicOnFault(true))
+	}
 	i := x.search(n, view, target)
 	if i >= 0 {
-		if rel, p := decodeOffsetEntry(x.ef.entry(view, i)); x.ef.base+int64(rel) == target {
-			return target, int64(p), true
+		rel, p := decodeOffsetEntry(x.ef.entry(view, i))
+		floorOff, floorPos = x.ef.base+int64(rel), int64(p)
+		if floorOff == target {
+			return floorOff, floorPos, target, floorPos, true
 		}
 	}
 	if i+1 >= n {
-		return 0, 0, false
+		return floorOff, floorPos, 0, 0, false
 	}
 	rel, p := decodeOffsetEntry(x.ef.entry(view, i+1))
-	return x.ef.base + int64(rel), int64(p), true
+	return floorOff, floorPos, x.ef.base + int64(rel), int64(p), true
 }
 
 // warmEntries is how many tail entries Kafka's "warm section" covers
