@@ -248,9 +248,6 @@ func (s *Scheduler) housekeeping(force bool) error {
 		}
 	}
 	s.prune(parts)
-	// Deleted topics' -delete directories past file.delete.delay.ms (the
-	// LogDir also checks every second by its own clock).
-	s.d.RemoveDeletedTopics(s.now())
 	return errors.Join(errs...)
 }
 
@@ -411,7 +408,7 @@ func (s *Scheduler) cleanFilthiest(skip map[*engine.Partition]bool) (*CleaningRu
 			c := CleanableRange(p.Segments(), cfg, p.LogStartOffset(), p.LogEndOffset(), p.FirstDirtyOffset(), now)
 			if c.Eligible(cfg) && !s.backingOff(p, now) {
 				cands = append(cands, cand{p, c.Ratio, false})
-			} else if s.tombstonesDue(p, now) && !s.backingOff(p, now) {
+			} else if tombstonesDue(p, now) && !s.backingOff(p, now) {
 				// Kafka waits for the dirty ratio; topicfs also cleans when the
 				// tombstones the last run kept have passed their delete horizon,
 				// so a quiet compacted topic does lose them.
@@ -463,18 +460,9 @@ func (s *Scheduler) backingOff(p *engine.Partition, now time.Time) bool {
 // tombstones or markers whose delete horizon has now passed. The horizon
 // is the partition's (engine.DeleteHorizonsFile), not the scheduler's
 // memory, so it holds across a remount.
-func (s *Scheduler) tombstonesDue(p *engine.Partition, now time.Time) bool {
+func tombstonesDue(p *engine.Partition, now time.Time) bool {
 	h := p.PendingDeleteHorizon()
 	return h > 0 && h <= now.UnixMilli()
-}
-
-// pendingHorizon is the delete horizon a completed run leaves pending: the
-// earliest of those it kept, 0 when it kept none with a horizon.
-func pendingHorizon(run *CleaningRun) int64 {
-	if run.TombstonesKept > 0 && run.EarliestHorizonMs > 0 {
-		return run.EarliestHorizonMs
-	}
-	return 0
 }
 
 // runClean cleans p, already marked cleaning, with a free cleaner.
@@ -503,7 +491,7 @@ func (s *Scheduler) runClean(p *engine.Partition, force bool) (*CleaningRun, err
 		if err == nil {
 			st.cleanings++
 			st.last = run
-			p.SetPendingDeleteHorizon(pendingHorizon(run))
+			p.SetPendingDeleteHorizon(run.EarliestHorizonMs) // -1 (none kept) is stored as 0
 			st.cleanAfter, st.cleanWhy = time.Time{}, ""
 		} else if st.last == nil || !errors.Is(err, errAbandoned) && !errors.Is(err, errOpenTxn) {
 			st.last = run
