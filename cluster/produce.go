@@ -188,10 +188,10 @@ func (w *pendingProduce) recycle() {
 // choice"), as the client rereads metadata only every few minutes. It
 // asks for a refresh and waits for it, at most the request timeout.
 func (p *Partition) awaitProducerKnows(ctx context.Context, pr *producer) error {
-	if leader, _, _ := pr.cl.PartitionLeader(p.topic, 0); leader < 0 {
+	if !inMetadata(pr.cl, p.topic, 0) {
 		return nil // the topic is not loaded yet: the first produce loads it whole
 	}
-	if leader, _, _ := pr.cl.PartitionLeader(p.topic, p.id); leader >= 0 {
+	if inMetadata(pr.cl, p.topic, p.id) {
 		return nil
 	}
 	rctx, cancel := p.c.reqCtx(ctx)
@@ -203,8 +203,17 @@ func (p *Partition) awaitProducerKnows(ctx context.Context, pr *producer) error 
 			return mapErr("append to "+p.name(), fmt.Errorf("%w: the producer's metadata does not list the partition", backend.ErrUnknownPartition))
 		case <-time.After(wait):
 		}
-		if leader, _, _ := pr.cl.PartitionLeader(p.topic, p.id); leader >= 0 {
+		if inMetadata(pr.cl, p.topic, p.id) {
 			return nil
 		}
 	}
+}
+
+// inMetadata reports whether the client's metadata lists partition id of
+// topic, with a leader or without one: a partition electing a leader has
+// a negative leader but a load error, and the client retries its records
+// within the delivery timeout, so only a missing partition is waited for.
+func inMetadata(cl *kgo.Client, topic string, id int32) bool {
+	leader, epoch, err := cl.PartitionLeader(topic, id)
+	return leader >= 0 || epoch >= 0 || err != nil
 }
