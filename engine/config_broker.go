@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -163,14 +162,4 @@ func setRule(err error) string {
 		return msg[i+3:]
 	}
 	return msg
-}
-
-// BrokerNameList returns every broker-wide name, sorted (tests, docs).
-func BrokerNameList() []string {
-	out := make([]string, 0, len(brokerNames))
-	for _, b := range brokerNames {
-		out = append(out, b.name)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -133,18 +134,8 @@ func (ps *producerState) entries() []ProducerEntry {
 		}
 		out = append(out, pe)
 	}
-	slices.SortFunc(out, func(a, b ProducerEntry) int { return compareInt64(a.ProducerID, b.ProducerID) })
+	slices.SortFunc(out, func(a, b ProducerEntry) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // load adds the entries of a snapshot, as Kafka's readSnapshot and
@@ -223,11 +214,10 @@ func (p *Partition) takeSnapshotLocked(off int64) error {
 // rollSnapshotLocked takes the snapshot a roll takes (Kafka's), named by
 // the new active segment's base. A failure is logged, not returned: the
 // roll happened, and a recovery only scans further back without it.
-func (p *Partition) rollSnapshotLocked(base int64) error {
+func (p *Partition) rollSnapshotLocked(base int64) {
 	if err := p.takeSnapshotLocked(base); err != nil {
 		p.logger.Warn("engine: producer snapshot at roll", "base", base, "err", err)
 	}
-	return nil
 }
 
 // syncSnapshots fsyncs the snapshot files written since the last call

@@ -127,7 +127,8 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) er
 		p.publish(nl)
 		p.removeSegmentFiles(old)
 		old.Release()
-		return p.rollSnapshotLocked(newBase)
+		p.rollSnapshotLocked(newBase)
+		return nil
 	}
 	s, err := p.createSegment(newBase, cfg)
 	if err != nil {
@@ -144,7 +145,8 @@ func (p *Partition) rollLocked(newBase int64, cfg *Config, reason RollReason) er
 	p.stats.rolls.Add(1)
 	p.stats.lastRoll.Store(&rollInfo{reason: reason, at: p.now()})
 	p.logger.Info("engine: rolled segment", "reason", string(reason), "base", newBase, "previous", old.base, "previousSize", old.Size())
-	return p.rollSnapshotLocked(newBase)
+	p.rollSnapshotLocked(newBase)
+	return nil
 }
 
 // seal turns the active segment into a sealed one: final time-index entry

@@ -319,20 +319,7 @@ func (x *entryFile) openWritable(maxBytes int, scan scanFunc) error {
 	// roll for the two indexes), so both stop at the old size.
 	oldLen := int(min(size, int64(len(mm))))
 	scanned := min(capacity, (oldLen+es-1)/es) // a torn last entry is scanned too
-	n := 0
-	for ; n < scanned; n++ {
-		var prev []byte
-		if n > 0 {
-			prev = mm[(n-1)*es : n*es]
-		}
-		end, bad := scan(n, prev, mm[n*es:(n+1)*es])
-		if end {
-			if bad != nil {
-				x.openErr = fmt.Errorf("%w: %s: %v", ErrCorruptIndex, x.path, bad)
-			}
-			break
-		}
-	}
+	n := x.scanView(mm[:scanned*es], scan)
 	// Zero any garbage after the valid entries so a later append cannot make
 	// it look valid. Untouched preallocated pages stay clean.
 	zero := make([]byte, 4096)
