@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
 )
 
 // Cursors (README, Cursors) are named, durable read positions, stored by
@@ -25,26 +26,17 @@ import (
 // errNoCursors reports a backend that keeps no cursors.
 var errNoCursors = fmt.Errorf("fusefs: this backend keeps no cursors: %w", syscall.EOPNOTSUPP)
 
-// maxCursorName is Kafka's limit on a name (a cursor is a group in a
-// cluster; the same rule keeps local names file-safe).
-const maxCursorName = 249
-
 // cursorName returns the cursor a cursors/ entry names and whether it is
-// the JSON rendering: NAME or NAME.jsonl, NAME of Kafka's topic-name
-// characters (ASCII letters, digits, '.', '_', '-'), not "." or "..".
+// the JSON rendering: NAME or NAME.jsonl, NAME a valid Kafka topic name
+// (engine.ValidTopicName: a cursor is a consumer group in a cluster, and
+// the same rule keeps local names file-safe).
 func cursorName(entry string) (string, bool, bool) {
 	name, jsonl := splitFormat(entry)
-	if name == "" || len(name) > maxCursorName || name == "." || name == ".." {
+	if engine.ValidTopicName(name) != nil {
 		return "", false, false
 	}
 	if _, again := splitFormat(name); again {
 		return "", false, false // NAME.jsonl.jsonl: NAME.jsonl is not a cursor name
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return "", false, false
-		}
 	}
 	return name, jsonl, true
 }
