@@ -3,10 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -36,7 +34,7 @@ func (r *runner) indexKeys() int {
 func keyIndexRows(ctx context.Context, r *runner) ([]Row, error) {
 	dir := r.path("keyindex")
 	defer os.RemoveAll(dir)
-	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: slog.New(slog.DiscardHandler)})
+	d, err := engine.OpenLogDir(vfs.OS, dir, engine.LogDirOptions{Logger: quietLogger})
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +49,14 @@ func keyIndexRows(ctx context.Context, r *runner) ([]Row, error) {
 		return nil, err
 	}
 	n := r.indexKeys()
-	logBytes, err := fillKeys(ctx, p, n)
+	if err := fillKeys(ctx, p, n); err != nil {
+		return nil, err
+	}
+	logs, logBytes, err := logFiles(filepath.Join(dir, "k-0"))
 	if err != nil {
 		return nil, err
 	}
-	grep, err := grepLog(filepath.Join(dir, "k-0"), keyOf(n/2))
+	grep, err := grepLog(ctx, logs, keyOf(n/2))
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func keyIndexRows(ctx context.Context, r *runner) ([]Row, error) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	t0 := time.Now()
-	x := keyindex.Open(p, keyindex.NewBudget(4<<30, ""), slog.New(slog.DiscardHandler))
+	x := keyindex.Open(p, keyindex.NewBudget(4<<30, ""), quietLogger)
 	defer x.Close()
 	if err := x.Ready(ctx); err != nil {
 		return nil, err
@@ -81,39 +82,31 @@ func keyIndexRows(ctx context.Context, r *runner) ([]Row, error) {
 
 func keyOf(i int) string { return fmt.Sprintf("user-%08d", i) }
 
-// fillKeys appends n records with distinct keys and returns the log's size.
-func fillKeys(ctx context.Context, p backend.Partition, n int) (int64, error) {
+// fillKeys appends n records with distinct keys.
+func fillKeys(ctx context.Context, p backend.Partition, n int) error {
 	const per = 16 << 10 / 120
 	value := make([]byte, 100)
-	var bytes int64
 	for i := 0; i < n; i += per {
 		recs := make([]record.Record, 0, per)
 		for j := i; j < min(i+per, n); j++ {
 			recs = append(recs, record.Record{Key: []byte(keyOf(j)), Value: value, Timestamp: -1})
-			bytes += int64(len(value) + 12 + 8)
 		}
 		if _, _, err := p.AppendEach(ctx, [][]record.Record{recs}); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return bytes, p.Sync(ctx)
+	return p.Sync(ctx)
 }
 
-// grepLog times `grep -c -a KEY` over the partition's .log files (page
+// grepLog times `grep -c -a -F KEY` over the partition's .log files (page
 // cache warm: run twice, the second timed).
-func grepLog(dir, key string) (time.Duration, error) {
-	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil || len(logs) == 0 {
-		return 0, fmt.Errorf("no .log files in %s (%v)", dir, err)
-	}
+func grepLog(ctx context.Context, logs []string, key string) (time.Duration, error) {
 	var took time.Duration
 	for range 2 {
-		t0 := time.Now()
-		out, err := exec.Command("grep", append([]string{"-c", "-a", "-F", key}, logs...)...).Output()
-		if err != nil {
-			return 0, fmt.Errorf("grep: %v (%s)", err, out)
+		var err error
+		if took, err = timeCmd(ctx, nil, "grep", append([]string{"-c", "-a", "-F", key}, logs...)...); err != nil {
+			return 0, err
 		}
-		took = time.Since(t0)
 	}
 	return took, nil
 }
