@@ -1,14 +1,17 @@
-// Package policies decides what the engine rolls, deletes and compacts, and
-// runs those decisions in the background like a Kafka broker's log manager
-// and log cleaner.
+// Package policies decides what the engine deletes and compacts (the engine
+// rolls segments itself, at append time), and runs those decisions in the
+// background like a Kafka broker's log manager and log cleaner.
 //
 // The decisions are pure functions over an engine snapshot
 // ([]engine.SegmentInfo, engine.Config, a clock), so they are table-tested
 // without a disk:
 //
-//	n, reason := policies.RetentionDeletable(p.Segments(), p.Config(), time.Now())
+//	segs := p.Segments()
+//	n, reason := policies.RetentionPlan(segs, p.Config(), p.LogStartOffset(), time.Now())
 //	if n > 0 {
-//		p.DeleteOldestSegments(n, reason) // the engine does the file work
+//		// by end offset, re-checked under the writer lock: the active
+//		// segment may have rolled meanwhile (the engine does the file work)
+//		p.DeleteSegmentsBelow(policies.DeleteEnd(segs, n), reason)
 //	}
 //
 // The log cleaner (compaction) follows Kafka's LogCleaner: it picks the log

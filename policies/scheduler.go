@@ -17,7 +17,7 @@ import (
 // Options configures a Scheduler. The zero value means defaults.
 type Options struct {
 	// Now is the clock for every decision (retention ages, horizons,
-	// flush.ms, segment.ms); nil = time.Now. Tickers still use real time.
+	// flush.ms); nil = time.Now. Tickers still use real time.
 	Now func() time.Time
 	// Logger receives progress and errors; nil = slog.Default().
 	Logger *slog.Logger
@@ -44,7 +44,7 @@ type Options struct {
 // Scheduler runs retention, the log cleaner and time-based housekeeping
 // for every partition of a LogDir in the background. It never holds a
 // partition's lock itself; the engine calls it makes (Segments,
-// DeleteOldestSegments, ReplaceSegments, ...) take the writer lock only
+// DeleteSegmentsBelow, ReplaceSegments, ...) take the writer lock only
 // briefly, so appends and reads go on during a cleaning.
 //
 // All methods are safe for concurrent use.
