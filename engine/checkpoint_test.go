@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topicfs/topicfs/engine/record"
 	"github.com/topicfs/topicfs/engine/vfs"
 	"github.com/topicfs/topicfs/internal/testutil"
 )
@@ -184,4 +185,32 @@ func TestWriteCheckpointCrash(t *testing.T) {
 	}
 	assert.True(t, sawOld)
 	assert.True(t, sawNew)
+}
+
+// TestUnchangedCheckpointsNotRewritten: a checkpoint tick writes only the
+// root checkpoint files whose content changed since it last wrote them
+// (each write is a rename and two fsyncs).
+func TestUnchangedCheckpointsNotRewritten(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenLogDir(vfs.OS, dir, ldOpts())
+	require.NoError(t, err)
+	defer d.Close()
+	tp, err := d.CreateTopic("t", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	inode := func() uint64 {
+		fi, err := os.Stat(filepath.Join(dir, RecoveryPointCheckpointFile))
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	require.NoError(t, d.Checkpoint())
+	first := inode()
+	require.NoError(t, d.Checkpoint())
+	assert.Equal(t, first, inode(), "unchanged: not written again")
+	_, _, err = p.Append([]record.Record{{Value: []byte("x")}})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	require.NoError(t, d.Checkpoint())
+	assert.NotEqual(t, first, inode(), "the recovery point moved: written (a new file renamed over it)")
 }

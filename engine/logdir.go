@@ -101,7 +101,10 @@ type LogDir struct {
 	indexes  *indexLRU // every partition's sealed segments with open indexes
 
 	// admin serializes administrative operations and the persisted config.
-	admin     sync.Mutex
+	admin sync.Mutex
+	// written is what each root checkpoint file held when this LogDir last
+	// wrote it (under admin), so an unchanged one is not written again.
+	written   map[string]map[TopicPartition]int64
 	persisted map[string]map[string]string // protected by admin
 
 	mu struct {
@@ -606,9 +609,17 @@ func (d *LogDir) checkpointLocked() error {
 		name string
 		m    map[TopicPartition]int64
 	}{{RecoveryPointCheckpointFile, rp}, {LogStartOffsetCheckpointFile, ls}, {CleanerOffsetCheckpointFile, cl}, {DeleteHorizonsFile, hz}} {
+		if last, ok := d.written[c.name]; ok && maps.Equal(last, c.m) {
+			continue // unchanged since this LogDir last wrote it: no rename and fsyncs
+		}
 		if err := WriteCheckpoint(d.fs, filepath.Join(d.path, c.name), c.m); err != nil {
+			delete(d.written, c.name)
 			return fmt.Errorf("engine: write %s: %w", c.name, err)
 		}
+		if d.written == nil {
+			d.written = map[string]map[TopicPartition]int64{}
+		}
+		d.written[c.name] = c.m
 	}
 	return nil
 }
