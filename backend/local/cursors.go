@@ -32,10 +32,9 @@ type cursorsFile struct {
 	Topics  map[string]map[string]map[string]int64 `json:"topics"`
 }
 
-// cursorStore is the loaded CursorsFile, guarded by mu.
+// cursorStore is CursorsFile as New read it, guarded by mu.
 type cursorStore struct {
 	mu     sync.Mutex
-	loaded bool
 	err    error // the file could not be read: every cursor call fails with it
 	topics map[string]map[string]map[int]int64
 }
@@ -44,17 +43,13 @@ var _ backend.Cursors = (*Backend)(nil)
 
 func (b *Backend) cursorsPath() string { return filepath.Join(b.d.Path(), CursorsFile) }
 
-// loadLocked reads CursorsFile once. An unreadable or malformed file is
+// loadLocked reads CursorsFile (New, once). An unreadable or malformed file is
 // refused, not replaced: every cursor call then fails with an error naming
 // it (EIO), and the file keeps its bytes for the operator to look at
 // (docs/OPERATIONS.md). Cursors of topics that no longer exist (a crash
 // between deleting a topic and dropping its cursors) are dropped.
 func (b *Backend) loadLocked() error {
 	s := &b.cursors
-	if s.loaded {
-		return s.err
-	}
-	s.loaded = true
 	s.topics, s.err = ReadCursorsFile(b.d.FS(), b.d.Path())
 	if s.err != nil {
 		return s.err
@@ -144,8 +139,8 @@ func (b *Backend) change(edit func(topics map[string]map[string]map[int]int64) e
 	s := &b.cursors
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := b.loadLocked(); err != nil {
-		return err
+	if s.err != nil {
+		return s.err
 	}
 	next := make(map[string]map[string]map[int]int64, len(s.topics))
 	for topic, names := range s.topics {
@@ -169,8 +164,8 @@ func (b *Backend) Cursor(ctx context.Context, topic, name string) (map[int]int64
 	s := &b.cursors
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := b.loadLocked(); err != nil {
-		return nil, false, err
+	if s.err != nil {
+		return nil, false, s.err
 	}
 	parts := s.topics[topic][name]
 	return maps.Clone(parts), len(parts) > 0, nil
@@ -219,8 +214,8 @@ func (b *Backend) ListCursors(ctx context.Context, topic string) (map[string]map
 	s := &b.cursors
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := b.loadLocked(); err != nil {
-		return nil, err
+	if s.err != nil {
+		return nil, s.err
 	}
 	out := map[string]map[int]int64{}
 	for name, parts := range s.topics[topic] {
@@ -237,7 +232,7 @@ func (b *Backend) dropCursors(topic string) error {
 	}
 	s := &b.cursors
 	s.mu.Lock()
-	err := b.loadLocked()
+	err := s.err
 	_, has := s.topics[topic]
 	s.mu.Unlock()
 	if err != nil {

@@ -22,7 +22,7 @@ type Backend struct {
 	mu    sync.Mutex
 	parts map[*engine.Partition]*Partition // one Partition value per engine partition
 
-	cursors cursorStore // CursorsFile, loaded on first use (cursors.go)
+	cursors cursorStore // CursorsFile, read by New (cursors.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
