@@ -119,17 +119,16 @@ func (c *Cluster) CommitCursor(ctx context.Context, topic, name string, offs map
 	return nil
 }
 
-// topicID returns the id of topic (zero from a broker before Kafka 2.8).
+// topicID returns the id of topic (zero from a broker before Kafka 2.8),
+// from the topic's metadata as lookups cache it (topicFresh).
 func (c *Cluster) topicID(ctx context.Context, topic string) ([16]byte, error) {
-	resp, err := c.metadata(ctx, []string{topic})
-	if err != nil {
-		return [16]byte{}, mapErr("look up "+topic, err)
-	}
-	mt, err := metadataTopic(resp, topic)
+	t, err := c.topic(ctx, topic)
 	if err != nil {
 		return [16]byte{}, err
 	}
-	return mt.TopicID, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id, nil
 }
 
 // commitErr returns the first error of an OffsetCommit response.

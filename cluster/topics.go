@@ -234,6 +234,7 @@ type Topic struct {
 	alterMu sync.Mutex // one AlterConfig at a time: the stored settings are read, changed, written
 
 	mu       sync.Mutex
+	id       [16]byte // the topic id (zero from a broker before Kafka 2.8)
 	parts    []*Partition
 	rf       int
 	configs  []brokerConfig
@@ -339,7 +340,7 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	for len(t.parts) < len(mt.Partitions) {
 		t.parts = append(t.parts, &Partition{c: t.c, t: t, topic: t.name, id: int32(len(t.parts))})
 	}
-	t.rf = replicationFactor(mt)
+	t.id, t.rf = mt.TopicID, replicationFactor(mt)
 	t.configs, t.stored = configs, stored
 	t.settings, t.minISR = t.derive(local)
 	t.readAt = time.Now()
