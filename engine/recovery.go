@@ -507,6 +507,7 @@ type scanResult struct {
 // and get the final time-index entry. prod carries transaction state across
 // segments (nil: this segment only). Callers hold s.mu.
 func (s *Segment) rebuildLocked(active bool, prod *producerState) (scanResult, error) {
+	s.idxSizes.Store(nil) // the rebuilt indexes may hold other entries
 	if err := s.closeIndexesLocked(); err != nil {
 		s.logger.Warn("engine: closing index", "segment", s.mu.files.log, "err", err)
 	}

@@ -118,12 +118,13 @@ type Segment struct {
 	log     vfs.File // nil: a virtual empty segment (read-only partition with no files)
 	created time.Time
 
-	size         atomic.Int64  // committed bytes
-	next         atomic.Int64  // next offset; -1 = not computed yet
-	pubSeq       atomic.Uint64 // odd while an append publishes size and next (committed)
-	nextBound    atomic.Int64  // a sealed segment's next offset at most (the next segment's base); -1 unknown
-	maxTs        atomic.Int64  // largest timestamp; unknownTs = not computed yet
-	firstBatchTs atomic.Int64  // max timestamp of the first batch; unknownTs = not computed yet
+	size         atomic.Int64             // committed bytes
+	next         atomic.Int64             // next offset; -1 = not computed yet
+	pubSeq       atomic.Uint64            // odd while an append publishes size and next (committed)
+	nextBound    atomic.Int64             // a sealed segment's next offset at most (the next segment's base); -1 unknown
+	maxTs        atomic.Int64             // largest timestamp; unknownTs = not computed yet
+	idxSizes     atomic.Pointer[[2]int64] // a sealed segment's IndexSizes; nil until asked, or after a rebuild
+	firstBatchTs atomic.Int64             // max timestamp of the first batch; unknownTs = not computed yet
 	sealed       atomic.Bool
 	refs         atomic.Int32
 	syncedSize   atomic.Int64                 // committed size at the last fsync of the .log
@@ -284,7 +285,15 @@ func (s *Segment) withIndexes(fn func(*index.OffsetIndex, *index.TimeIndex)) err
 // entries take (8 and 12 per entry): Kafka's OffsetIndex and TimeIndex
 // sizeInBytes, by which its cleaner groups segments. Indexes not loaded
 // are opened just for this.
+//
+// A sealed segment's answer is remembered (its indexes change only when
+// rebuilt, which forgets it), so the cleaner's grouping of the same
+// segments round after round does not open their indexes again.
 func (s *Segment) IndexSizes() (offsetBytes, timeBytes int64, err error) {
+	if c := s.idxSizes.Load(); c != nil {
+		return c[0], c[1], nil
+	}
+	sealed := s.Sealed()
 	err = s.withIndexes(func(o *index.OffsetIndex, t *index.TimeIndex) {
 		if o != nil {
 			offsetBytes = int64(o.Entries()) * 8
@@ -293,6 +302,9 @@ func (s *Segment) IndexSizes() (offsetBytes, timeBytes int64, err error) {
 			timeBytes = int64(t.Entries()) * 12
 		}
 	})
+	if err == nil && sealed {
+		s.idxSizes.Store(&[2]int64{offsetBytes, timeBytes})
+	}
 	return offsetBytes, timeBytes, err
 }
 
