@@ -139,6 +139,30 @@ type TailSnapshotter interface {
 	SnapshotLast(ctx context.Context, n int64) (*Snapshot, error)
 }
 
+// Streamer is a Partition whose Snapshot must fetch the records it lacks
+// (cluster mode's local copy). SnapshotStream returns as soon as records
+// from offset from on (FromStart: the log start) are there, with a
+// Snapshot of them, and goes on fetching in the background up to the end
+// as it was at the call; the Stream hands out the rest as it arrives. A
+// reader can start on the first records instead of waiting for the whole
+// range. stream is nil when the Snapshot already reaches that end.
+type Streamer interface {
+	SnapshotStream(ctx context.Context, from int64) (snap *Snapshot, stream Stream, err error)
+}
+
+// Stream is the rest of a SnapshotStream.
+type Stream interface {
+	// Next waits until records past offset past are there, or the stream
+	// has ended, and returns a Snapshot from the stream's start to where
+	// they are (its Offsets.End); last says it reaches the stream's end.
+	// Records of a transaction whose outcome is not known yet are never
+	// in it. After last, or an error, Next is not called again.
+	Next(ctx context.Context, past int64) (snap *Snapshot, last bool, err error)
+	// Close stops the fetching (what arrived stays) and lets go of the
+	// stream. Safe to call more than once.
+	Close()
+}
+
 // RecordReader is a Partition that reads one record by its offset in
 // place (the local engine: one index lookup and one read of the record's
 // bytes) instead of through a Snapshot.

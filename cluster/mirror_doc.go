@@ -37,14 +37,26 @@ package cluster
 // copy's segments, and fixed for that snapshot. A growing view (tail -f)
 // takes a new Snapshot when it reaches its end, which fetches the growth.
 //
+// Opening a view does not wait for the whole range (Stream, mirrorstream.go):
+// the fill runs in the background up to the end at open, and each read
+// that reaches what arrived so far waits for the next records, handed out
+// as a Snapshot up to them (never into a transaction whose marker has not
+// arrived). cat, grep and head start at once and read as fast as the fill
+// goes; stat(2) of the open view waits for the whole range, so the size it
+// reports is still exact; the view's last close stops the fill (what was
+// copied stays). A fill that has handed records out never starts the copy
+// over (a topic recreated meanwhile fails the read instead of splicing two
+// logs).
+//
 // The cost of the first `tail records` of a 100 GB partition: tail needs
 // the file's size, the size needs the snapshot of [log start, high
 // watermark), so the copy fetches the whole 100 GB once (MaxBytes per
 // request: about 100,000 fetches of 1 MiB), writes it under the cache
 // directory (which needs that much free space while the view is open) and
-// the view measures it. Later opens of the same partition fetch only the
-// growth since the copy's end (one fetch when little was produced). The
-// cheap tail is `by-offset/-N`: its snapshot starts at HW-N, so the copy
+// the view measures it. `head` and `cat | head` stop the fill at their
+// close instead. Later opens of the same partition fetch only the growth
+// since the copy's end (one fetch when little was produced). The cheap
+// tail is `by-offset/-N`: its snapshot starts at HW-N, so the copy
 // restarts there (or, already ending close to it, fills the gap) and
 // fetches about N records: one fetch for a small N.
 //

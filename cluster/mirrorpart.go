@@ -64,6 +64,8 @@ type MirrorPartition struct {
 	hmu   sync.Mutex
 	holds map[*engine.Segment]int // retained mirrorSegments per segment
 
+	filling atomic.Pointer[mirrorStream] // a Stream's fill in the background
+
 	used int64 // Mirror.clock when last asked for (guarded by Mirror.mu)
 
 	fetches, fetchedBytes, restarts, deleted atomic.Int64
@@ -134,30 +136,42 @@ func (mp *MirrorPartition) Snapshot(ctx context.Context, src Source, from, end i
 		return nil, err
 	}
 	defer mp.release()
-	if mp.closed {
-		return nil, fmt.Errorf("cluster: mirror %s: %w", mp.dir, backend.ErrClosed)
-	}
-	if from == backend.FromStart {
-		start, err := src.LogStartOffset(ctx)
-		if err != nil {
-			return nil, err
-		}
-		from = start
-	}
-	if from < 0 || end < from {
-		return nil, fmt.Errorf("%w: records [%d, %d) of %s-%d", backend.ErrOffsetOutOfRange, from, end, mp.key.topic, mp.key.partition)
-	}
-	mp.floor = from
-	defer func() { mp.floor = math.MaxInt64 }()
-	if err := mp.prepareLocked(from); err != nil {
+	from, err := mp.beginLocked(ctx, src, from, end)
+	if err != nil {
 		return nil, err
 	}
-	if err := mp.fillLocked(ctx, src, from, end); err != nil {
+	defer func() { mp.floor = math.MaxInt64 }()
+	if err := mp.fillLocked(ctx, src, from, end, nil); err != nil {
 		return nil, err
 	}
 	snap, err := mp.snapshotLocked(from, end)
 	mp.enforceLocked()
 	return snap, err
+}
+
+// beginLocked starts a fill of [from, end) (Snapshot, Stream): it
+// resolves backend.FromStart, checks the range, keeps the cap from the
+// segments holding from on (floor, which the caller resets when the fill
+// ends) and restarts the copy at from if it must.
+func (mp *MirrorPartition) beginLocked(ctx context.Context, src Source, from, end int64) (int64, error) {
+	if mp.closed {
+		return 0, fmt.Errorf("cluster: mirror %s: %w", mp.dir, backend.ErrClosed)
+	}
+	if from == backend.FromStart {
+		start, err := src.LogStartOffset(ctx)
+		if err != nil {
+			return 0, err
+		}
+		from = start
+	}
+	if from < 0 || end < from {
+		return 0, fmt.Errorf("%w: records [%d, %d) of %s-%d", backend.ErrOffsetOutOfRange, from, end, mp.key.topic, mp.key.partition)
+	}
+	if err := mp.prepareLocked(from); err != nil {
+		return 0, err
+	}
+	mp.floor = from
+	return from, nil
 }
 
 // prepareLocked restarts the copy at from unless it holds from, or ends
@@ -213,7 +227,11 @@ var errDiverged = errors.New("the cluster's log diverged from the mirror")
 // more. The markers of the transactions a read_committed end (a last
 // stable offset) leaves open lie below the high watermark of that moment:
 // the first high watermark this call sees bounds the extra fetching.
-func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end int64) error {
+//
+// A streaming fill (s not nil) hands what arrived to s's waiting readers
+// after each append; once it has handed anything out it cannot restart
+// the copy, and fails instead.
+func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end int64, s *mirrorStream) error {
 	bound := int64(-1)
 	restarted := false
 	fetches0 := mp.fetches.Load()
@@ -224,9 +242,15 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 		if le >= end && (!mp.openBelow(end) || (bound >= 0 && le >= bound)) {
 			return nil
 		}
-		res, err := ahead.take(le)
+		res, err := ahead.take(le, s)
 		ahead = nil
-		if res == nil && err == nil {
+		switch {
+		case res != nil || err != nil:
+		case s != nil:
+			// A fetch of its own, so that readers asking for more while
+			// it travels are answered (take).
+			res, err = startPrefetch(ctx, src, le, mp.fetchSize(fetches0)).take(le, s)
+		default:
 			res, err = src.Fetch(ctx, le, mp.fetchSize(fetches0))
 		}
 		if err != nil {
@@ -245,6 +269,9 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 			err = mp.appendFetchedLocked(res.Batches)
 		}
 		switch {
+		case (changed || errors.Is(err, errDiverged)) && s.handedOut():
+			return fmt.Errorf("%w: %s-%d: the topic was recreated or its log replaced while it was being read",
+				backend.ErrUnavailable, mp.key.topic, mp.key.partition)
 		case (changed || errors.Is(err, errDiverged)) && !restarted:
 			// Another topic of the same name, or another log: start over.
 			restarted, bound = true, -1
@@ -261,6 +288,7 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 			return nil // the cluster has no more (end was past its high watermark)
 		}
 		mp.enforceLocked()
+		s.progress()
 	}
 }
 
@@ -292,12 +320,20 @@ func startPrefetch(ctx context.Context, src Source, at int64, size int32) *prefe
 
 // take returns the prefetched answer if it was fetched at le (nil, nil if
 // there is none or it is of another offset: the copy restarted or was cut
-// since).
-func (pf *prefetch) take(le int64) (*FetchResult, error) {
+// since). While it waits, it answers the readers of a streaming fill s
+// that ask for more (mirrorStream.progress).
+func (pf *prefetch) take(le int64, s *mirrorStream) (*FetchResult, error) {
 	if pf == nil {
 		return nil, nil
 	}
-	<-pf.done
+	for waiting := true; waiting; {
+		select {
+		case <-pf.done:
+			waiting = false
+		case <-s.asked():
+			s.progress()
+		}
+	}
 	if pf.at != le {
 		return nil, nil
 	}
@@ -465,8 +501,11 @@ func (mp *MirrorPartition) hold(s *engine.Segment, delta int) {
 // close closes the copy; clean marks it closed cleanly, with the
 // transactions still open, so that the next open trusts it. It waits for
 // a Snapshot in progress (bounded by that call's context and the fetch
-// timeout).
+// timeout) and stops a Stream's fill.
 func (mp *MirrorPartition) close(clean bool) error {
+	if s := mp.filling.Load(); s != nil {
+		s.cancel() // its reader gets an error; the copy keeps what arrived
+	}
 	mp.sem <- struct{}{}
 	defer mp.release()
 	return mp.closeLocked(clean)

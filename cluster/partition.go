@@ -31,7 +31,10 @@ type Partition struct {
 	idle    chan struct{} // closed when pending drops to 0; nil while it is 0
 }
 
-var _ backend.Partition = (*Partition)(nil)
+var (
+	_ backend.Partition = (*Partition)(nil)
+	_ backend.Streamer  = (*Partition)(nil)
+)
 
 func (p *Partition) Topic() string { return p.topic }
 func (p *Partition) ID() int       { return int(p.id) }
@@ -397,16 +400,41 @@ func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapsho
 
 // snapshot brings the local copy up to end and takes its segments from
 // from on.
-func (p *Partition) snapshot(ctx context.Context, from, end int64) (*backend.Snapshot, error) {
+func (p *Partition) snapshot(ctx context.Context, from, end int64) (snap *backend.Snapshot, err error) {
+	err = p.onCopy(func(mp *MirrorPartition) error {
+		snap, err = mp.Snapshot(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
+		return err
+	})
+	return snap, err
+}
+
+// SnapshotStream is Snapshot returning as soon as the local copy holds
+// records from from on; the rest of the fill runs in the background and
+// stream hands it out (backend.Streamer). A view read end to end by cat
+// then gets its first bytes while the partition is still being fetched.
+func (p *Partition) SnapshotStream(ctx context.Context, from int64) (snap *backend.Snapshot, stream backend.Stream, err error) {
+	end, err := p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = p.onCopy(func(mp *MirrorPartition) error {
+		snap, stream, err = mp.Stream(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
+		return err
+	})
+	return snap, stream, err
+}
+
+// onCopy calls fn with the partition's local copy; once more with the
+// copy opened again if it was closed as unused (MirrorOptions.MaxOpen)
+// just as fn began.
+func (p *Partition) onCopy(fn func(mp *MirrorPartition) error) error {
 	for try := 0; ; try++ {
 		mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
+			return fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
 		}
-		snap, err := mp.Snapshot(ctx, p.c.fetcher.Partition(p.topic, p.id), from, end)
-		if try == 0 && errors.Is(err, backend.ErrClosed) {
-			continue // the copy was closed as unused (MirrorOptions.MaxOpen) just now: open it again
+		if err := fn(mp); try > 0 || !errors.Is(err, backend.ErrClosed) {
+			return err
 		}
-		return snap, err
 	}
 }

@@ -187,6 +187,9 @@ func (ps *partState) notifyViews(grew bool) {
 	ps.mu.Unlock()
 	for _, v := range views {
 		st := v.openState()
+		if st != nil && st.streaming() != nil {
+			continue // its reader takes in the records as they arrive
+		}
 		if st == nil {
 			if grew {
 				if v.attrsSeen() {

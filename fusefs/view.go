@@ -69,11 +69,14 @@ func (v *viewNode) start(ctx context.Context, p backend.Partition) (take snapsho
 	var hint int64
 	switch {
 	case v.kind == viewByOffset && v.offset >= 0:
-		return snapshotFrom(p, v.offset), func(*backend.Snapshot) (int64, error) { return v.offset, nil }, nil
+		return streamFrom(p, v.offset), func(*backend.Snapshot) (int64, error) { return v.offset, nil }, nil
 	case v.kind == viewByOffset:
 		if tp, ok := p.(backend.TailSnapshotter); ok {
 			n := -v.offset
-			take = func(ctx context.Context) (*backend.Snapshot, error) { return tp.SnapshotLast(ctx, n) }
+			take = func(ctx context.Context) (*backend.Snapshot, backend.Stream, error) {
+				snap, err := tp.SnapshotLast(ctx, n)
+				return snap, nil, err
+			}
 			return take, func(s *backend.Snapshot) (int64, error) {
 				return min(max(s.Offsets.End-n, s.Offsets.LogStart), s.Offsets.End), nil
 			}, nil
@@ -88,18 +91,22 @@ func (v *viewNode) start(ctx context.Context, p backend.Partition) (take snapsho
 			return nil, nil, err
 		}
 	default:
-		return snapshotFrom(p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil }, nil
+		return streamFrom(p, backend.FromStart), func(s *backend.Snapshot) (int64, error) { return s.Offsets.LogStart, nil }, nil
 	}
-	return snapshotFrom(p, hint), func(s *backend.Snapshot) (int64, error) {
+	return streamFrom(p, hint), func(s *backend.Snapshot) (int64, error) {
 		return min(max(hint, s.Offsets.LogStart), s.Offsets.End), nil
 	}, nil
 }
 
-// snapshotFunc takes the snapshot a new view state starts in.
-type snapshotFunc func(ctx context.Context) (*backend.Snapshot, error)
+// snapshotFunc takes the snapshot a new view state starts in, and the
+// stream of the rest of its records when they are still arriving.
+type snapshotFunc func(ctx context.Context) (*backend.Snapshot, backend.Stream, error)
 
 func snapshotFrom(p backend.Partition, from int64) snapshotFunc {
-	return func(ctx context.Context) (*backend.Snapshot, error) { return p.Snapshot(ctx, from) }
+	return func(ctx context.Context) (*backend.Snapshot, backend.Stream, error) {
+		snap, err := p.Snapshot(ctx, from)
+		return snap, nil, err
+	}
 }
 
 // newState builds a fresh state from the partition as it is now.
@@ -158,7 +165,8 @@ func (v *viewNode) attrsSeen() bool {
 // (the notifier refreshes it), instead of failing stat(2) and read(2) of
 // a file already open: tail -f would give up on it for good.
 func (v *viewNode) keepsHeld(op string, err error) bool {
-	if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, backend.ErrTimedOut) {
+	var se *streamError
+	if errors.As(err, &se) || !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, backend.ErrTimedOut) {
 		return false
 	}
 	v.fsys.log.Debug("fusefs: open view not refreshed, showing what it holds", "op", op,
@@ -178,6 +186,10 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	v.fsys.awaitTails(ctx, v.loc.topic) // a final line closed just before (appendline.go)
 	var size int64
 	if st := v.openState(); st != nil {
+		// The size is exact: every record up to the end at open first.
+		if err := st.awaitStream(ctx); err != nil {
+			return v.fsys.errno("getattr", err)
+		}
 		_, s, err := st.refresh(ctx)
 		if err != nil && !v.keepsHeld("getattr", err) {
 			return v.fsys.errno("getattr", err)
@@ -386,10 +398,15 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 	if !ok || st == nil {
 		return nil, syscall.EBADF
 	}
-	if off >= st.size() {
-		// Past what the kernel knows: take in appends first (never wait).
+	for off >= st.size() {
+		// Past what the view holds: records of its range still arriving
+		// (wait for them), else appends since (never wait).
+		streaming := st.streaming() != nil
 		if _, _, err := st.refresh(ctx); err != nil && !v.keepsHeld("read", err) {
 			return nil, v.fsys.errno("read", err)
+		}
+		if !streaming {
+			break
 		}
 	}
 	h.amu.Lock()

@@ -18,13 +18,14 @@ import (
 // rendering the view shows: from skip (the records before the view's first
 // offset) up to the batches below limit.
 type heldSeg struct {
-	key    segKey
-	from   int64 // first offset shown of this segment, -1 for all
-	skip   int64 // rendered bytes of the segment before from
-	limit  int64 // file bytes of the segment the view shows
-	rstart int64 // view position of the segment's first shown byte
-	rlen   int64 // rendered bytes shown (below limit, after skip)
-	bad    error // corruption at limit: reading past the shown bytes fails
+	held   segmentReader // what is retained; its size is what the view shows
+	key    segKey        // the index of its bytes (keyOf)
+	from   int64         // first offset shown of this segment, -1 for all
+	skip   int64         // rendered bytes of the segment before from
+	limit  int64         // file bytes of the segment the view shows
+	rstart int64         // view position of the segment's first shown byte
+	rlen   int64         // rendered bytes shown (below limit, after skip)
+	bad    error         // corruption at limit: reading past the shown bytes fails
 }
 
 // viewState is the content of an open view: the segments it started with
@@ -48,6 +49,10 @@ type viewState struct {
 		// records below it.
 		end      int64
 		released bool
+		// stream hands out the rest of the records up to the end at open
+		// while they are still being fetched (viewstream.go); nil once
+		// they all arrived.
+		stream backend.Stream
 	}
 }
 
@@ -56,13 +61,16 @@ type viewState struct {
 // holds the segments from the one holding offset from(snapshot) onwards.
 // from may return ErrOffsetOutOfRange.
 func newViewState(ctx context.Context, ps *partState, format viewFormat, take snapshotFunc, from func(*backend.Snapshot) (int64, error)) (*viewState, error) {
-	snap, err := take(ctx)
+	snap, stream, err := take(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer snap.Release()
 	start, err := from(snap)
 	if err != nil {
+		if stream != nil {
+			stream.Close()
+		}
 		return nil, err
 	}
 	if start < snap.Offsets.LogStart || start > snap.Offsets.End {
@@ -70,8 +78,10 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 	}
 	st := &viewState{ps: ps, format: format, from: start}
 	st.mu.end = snap.Offsets.End
+	st.mu.stream = stream
 	segs := snap.Segments
 	if len(segs) == 0 {
+		st.release()
 		return nil, engine.ErrClosed // a deleted or closed partition
 	}
 	// The segment holding start: the last whose base is <= start.
@@ -83,8 +93,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 		if i == k && start > segs[i].BaseOffset() {
 			f = start
 		}
-		segs[i].Retain()
-		st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: segs[i], format: format}, from: f, skip: -1})
+		st.mu.segs = append(st.mu.segs, newHeld(segs[i], format, f))
 	}
 	if err := st.extendLocked(ctx, 0); err != nil {
 		st.release()
@@ -104,7 +113,7 @@ func (st *viewState) extendLocked(ctx context.Context, i int) error {
 			prev := &st.mu.segs[i-1]
 			h.rstart = prev.rstart + prev.rlen
 		}
-		size := st.shownSizeLocked(h.key.seg)
+		size := st.shownSizeLocked(h.held)
 		if (size <= h.limit || h.bad != nil) && h.skip >= 0 {
 			continue
 		}
@@ -168,7 +177,7 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 	var jobs []job
 	for j := i; j < len(st.mu.segs); j++ {
 		h := &st.mu.segs[j]
-		size := st.shownSizeLocked(h.key.seg)
+		size := st.shownSizeLocked(h.held)
 		if h.from >= 0 || (size <= h.limit || h.bad != nil) && h.skip >= 0 || st.knownLocked(h, size) {
 			continue
 		}
@@ -200,6 +209,9 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 // refresh takes in what was appended since: the growth of the last held
 // segment and any newer segments. It returns the old and new size.
 func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err error) {
+	if s := st.streaming(); s != nil {
+		return st.streamStep(ctx, s)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	oldSize = st.mu.size
@@ -211,15 +223,31 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 		return oldSize, oldSize, err
 	}
 	defer snap.Release()
+	err = st.takeInLocked(ctx, snap)
+	return oldSize, st.mu.size, err
+}
+
+// takeInLocked adds what snap holds past the view's segments: the growth
+// of the last held segment and any newer segments. The caller holds st.mu
+// and releases snap.
+func (st *viewState) takeInLocked(ctx context.Context, snap *backend.Snapshot) error {
 	n := len(st.mu.segs)
-	last := st.mu.segs[n-1].key.seg
+	lastHeld := &st.mu.segs[n-1]
+	last := lastHeld.held
 	// Segments newer than the last held one: those after it in the
 	// snapshot, or, if it is gone (retention, compaction), those holding
-	// offsets at or past its end.
+	// offsets at or past its end. A snapshot of a cluster's copy hands out
+	// its segments anew, cut at its end: the same bytes, grown, replace
+	// the held one.
 	pos := -1
 	for i, s := range snap.Segments {
-		if segmentReader(s) == last {
+		if keyOf(s, st.format) == lastHeld.key {
 			pos = i
+			if s != last && s.Size() > last.Size() {
+				s.Retain()
+				last.Release()
+				lastHeld.held, last = s, s
+			}
 			break
 		}
 	}
@@ -244,8 +272,7 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 			if s.BaseOffset() < next {
 				f = next
 			}
-			s.Retain()
-			st.mu.segs = append(st.mu.segs, heldSeg{key: segKey{seg: s, format: st.format}, from: f, skip: -1})
+			st.mu.segs = append(st.mu.segs, newHeld(s, st.format, f))
 		}
 	}
 	// The records the view may show now were aborted, if at all, by markers
@@ -256,8 +283,7 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	}
 	st.mu.ab = st.mu.ab.With(scan)
 	st.mu.end = max(st.mu.end, snap.Offsets.End)
-	err = st.extendLocked(ctx, n-1)
-	return oldSize, st.mu.size, err
+	return st.extendLocked(ctx, n-1)
 }
 
 // sizeBelower is a segment that may grow past a view's end (the engine's
@@ -295,7 +321,11 @@ func (st *viewState) release() {
 	}
 	st.mu.released = true
 	for _, h := range st.mu.segs {
-		h.key.seg.Release()
+		h.held.Release()
+	}
+	if s := st.mu.stream; s != nil {
+		st.mu.stream = nil
+		go s.Close() // stops the fetching; Close waits for it
 	}
 }
 
