@@ -6,7 +6,6 @@
 package cluster
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,8 +61,6 @@ const (
 	// were open). A copy without it is discarded when opened
 	// (mirror_doc.go).
 	cleanFile = "topicfs-mirror-clean"
-	// metadataFile is Kafka's partition.metadata: the topic id.
-	metadataFile = "partition.metadata"
 )
 
 // Mirror keeps, under a cache directory, a local copy of the cluster
@@ -356,32 +353,16 @@ func (m *Mirror) syncCopy(dir string) error {
 	}
 }
 
-// readTopicID reads partition.metadata (Kafka's format: "version: 0" and
-// "topic_id: " the id in URL-safe base64 without padding); zero if absent
-// or unreadable.
+// readTopicID reads partition.metadata (Kafka's format, as the engine
+// reads it); zero if absent or unreadable.
 func (m *Mirror) readTopicID(dir string) [16]byte {
-	var id [16]byte
-	data, err := vfs.ReadFile(m.fs, filepath.Join(dir, metadataFile))
-	if err != nil {
-		return id
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		v, ok := strings.CutPrefix(line, "topic_id: ")
-		if !ok {
-			continue
-		}
-		b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
-		if err == nil && len(b) == len(id) {
-			copy(id[:], b)
-		}
-	}
+	id, _ := engine.ReadPartitionMetadata(m.fs, dir)
 	return id
 }
 
-// writeTopicID writes partition.metadata.
+// writeTopicID writes partition.metadata as Kafka does.
 func (m *Mirror) writeTopicID(dir string, id [16]byte) error {
-	data := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) // no final newline, as Kafka
-	return vfs.WriteFileAtomic(m.cache, filepath.Join(dir, metadataFile), []byte(data), 0o600)
+	return vfs.WriteFileAtomic(m.cache, filepath.Join(dir, engine.PartitionMetadataFile), engine.FormatPartitionMetadata(id), 0o600)
 }
 
 // Close closes every partition copy, marking each closed cleanly, and
