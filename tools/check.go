@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/topicfs/topicfs/engine"
@@ -331,8 +330,8 @@ func checkPartition(fsys vfs.FS, dir string, tp engine.TopicPartition) Partition
 			rep.NextOffset = prevLast + 1
 		}
 	}
-	if data, err := vfs.ReadFile(fsys, filepath.Join(dir, leaderEpochFile)); err == nil {
-		c.checkLeaderEpochs(filepath.Join(dir, leaderEpochFile), data)
+	if data, err := vfs.ReadFile(fsys, filepath.Join(dir, engine.LeaderEpochCheckpointFile)); err == nil {
+		c.checkLeaderEpochs(filepath.Join(dir, engine.LeaderEpochCheckpointFile), data)
 	}
 	for _, p := range snapshots {
 		data, err := vfs.ReadFile(fsys, p)
@@ -429,57 +428,16 @@ func (c *partitionChecker) logBases(segs map[int64]*segmentFiles) []int64 {
 	return bases
 }
 
-// leaderEpochFile is Kafka's per-partition leader epoch cache.
-const leaderEpochFile = "leader-epoch-checkpoint"
-
-// parseLeaderEpochs parses a leader-epoch-checkpoint (docs/FORMATS.md §6.2):
-// "0\n<count>\n" then "<epoch> <startOffset>" lines. An empty file has no
-// entries.
-func parseLeaderEpochs(data []byte) ([][2]int64, error) {
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(data) == 0 {
-		return nil, nil
-	}
-	if lines[0] != "0" {
-		return nil, fmt.Errorf("version %q, want 0", lines[0])
-	}
-	if len(lines) == 1 {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(lines[1])
-	if err != nil || n < 0 || n != len(lines)-2 {
-		return nil, fmt.Errorf("count %q does not match %d entry lines", lines[1], len(lines)-2)
-	}
-	out := make([][2]int64, 0, n)
-	for _, l := range lines[2:] {
-		f := strings.Fields(l)
-		if len(f) != 2 {
-			return nil, fmt.Errorf("malformed line %q", l)
-		}
-		e, err1 := strconv.ParseInt(f[0], 10, 32)
-		o, err2 := strconv.ParseInt(f[1], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("malformed line %q", l)
-		}
-		out = append(out, [2]int64{e, o})
-	}
-	return out, nil
-}
-
+// checkLeaderEpochs checks a leader-epoch-checkpoint as the engine reads
+// it (docs/FORMATS.md §6.2), and its latest epoch against the log end.
 func (c *partitionChecker) checkLeaderEpochs(path string, data []byte) {
-	entries, err := parseLeaderEpochs(data)
+	entries, err := engine.ParseLeaderEpochCheckpoint(data)
 	if err != nil {
 		c.problem(path, -1, "does not parse: %v", err)
 		return
 	}
-	for i := 1; i < len(entries); i++ {
-		if entries[i][0] <= entries[i-1][0] || entries[i][1] < entries[i-1][1] {
-			c.problem(path, -1, "entry %d (epoch %d, start %d) does not follow (epoch %d, start %d)",
-				i, entries[i][0], entries[i][1], entries[i-1][0], entries[i-1][1])
-		}
-	}
-	if n := len(entries); n > 0 && entries[n-1][1] > c.rep.NextOffset {
-		c.warn(path, -1, "latest epoch %d starts at %d, beyond the log end %d", entries[n-1][0], entries[n-1][1], c.rep.NextOffset)
+	if n := len(entries); n > 0 && entries[n-1].StartOffset > c.rep.NextOffset {
+		c.warn(path, -1, "latest epoch %d starts at %d, beyond the log end %d", entries[n-1].Epoch, entries[n-1].StartOffset, c.rep.NextOffset)
 	}
 }
 
