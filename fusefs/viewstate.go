@@ -66,11 +66,14 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 		return nil, err
 	}
 	defer snap.Release()
+	opened := false
+	defer func() {
+		if !opened && stream != nil {
+			stream.Close() // stops the fetching nobody will read
+		}
+	}()
 	start, err := from(snap)
 	if err != nil {
-		if stream != nil {
-			stream.Close()
-		}
 		return nil, err
 	}
 	if start < snap.Offsets.LogStart || start > snap.Offsets.End {
@@ -99,6 +102,7 @@ func newViewState(ctx context.Context, ps *partState, format viewFormat, take sn
 		st.release()
 		return nil, err
 	}
+	opened = true
 	return st, nil
 }
 
