@@ -481,15 +481,27 @@ func (s *Segment) faultedLocked() bool {
 // mapping faulted. (The active segment's belong to the writer: its lookups
 // keep answering by scanning.)
 func (s *Segment) rebuildFaulted() {
+	s.rebuildSealed(func() bool {
+		if !s.faultedLocked() {
+			return false
+		}
+		s.logger.Warn("engine: index file cut short under its mapping; rebuilding the indexes", "segment", s.mu.files.log)
+		return true
+	})
+}
+
+// rebuildSealed rebuilds a sealed segment's indexes from its .log when
+// need, called holding s.mu, says so (the active segment's belong to the
+// writer and stay).
+func (s *Segment) rebuildSealed(need func() bool) {
 	if !s.Sealed() {
 		return
 	}
 	s.mu.Lock()
-	if s.mu.closed || !s.faultedLocked() {
+	if s.mu.closed || !need() {
 		s.mu.Unlock()
 		return
 	}
-	s.logger.Warn("engine: index file cut short under its mapping; rebuilding the indexes", "segment", s.mu.files.log)
 	_, err := s.rebuildLocked(false, nil)
 	s.mu.Unlock()
 	if err != nil {

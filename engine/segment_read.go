@@ -278,23 +278,7 @@ func (s *Segment) IndexedBatch(target int64) (pos, last int64, ok bool) {
 
 // distrustIndexes rebuilds a sealed segment's indexes from its .log (the
 // active segment's belong to the writer and stay).
-func (s *Segment) distrustIndexes() {
-	if !s.Sealed() {
-		return
-	}
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return
-	}
-	_, err := s.rebuildLocked(false, nil)
-	s.mu.Unlock()
-	if err != nil {
-		s.logger.Error("engine: rebuilding index", "segment", s.LogPath(), "err", err)
-		return
-	}
-	s.lru.add(s)
-}
+func (s *Segment) distrustIndexes() { s.rebuildSealed(func() bool { return true }) }
 
 // indexPosition returns the offset-index position for target.
 func (s *Segment) indexPosition(target int64) (int64, error) {
