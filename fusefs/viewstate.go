@@ -53,6 +53,7 @@ type viewState struct {
 		// while they are still being fetched (viewstream.go); nil once
 		// they all arrived.
 		stream backend.Stream
+		failed *streamError // the stream failed: the view cannot be read on
 	}
 }
 
@@ -219,6 +220,9 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	oldSize = st.mu.size
+	if st.mu.failed != nil {
+		return oldSize, oldSize, st.mu.failed
+	}
 	if st.mu.released {
 		return oldSize, oldSize, nil
 	}

@@ -74,11 +74,14 @@ func (st *viewState) streamStep(ctx context.Context, s backend.Stream) (oldSize,
 	oldSize = st.mu.size
 	ended := st.mu.stream != s // released, or another step saw the end
 	if err != nil {
+		serr := &streamError{err}
 		if !ended && ctx.Err() == nil {
-			st.mu.stream = nil
+			// Every later read and stat of this state fails the same way:
+			// the records of its range never all arrived.
+			st.mu.stream, st.mu.failed = nil, serr
 			go s.Close()
 		}
-		return oldSize, oldSize, &streamError{err}
+		return oldSize, oldSize, serr
 	}
 	defer snap.Release()
 	if last && !ended {

@@ -155,6 +155,8 @@ func TestViewStreamFailureIsNotAnEnd(t *testing.T) {
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	v := &viewNode{fsys: newFsys(nil, Options{})}
 	assert.False(t, v.keepsHeld("read", err), "a failed stream is never shown as the view's end")
+	_, _, err = st.refresh(context.Background())
+	require.ErrorAs(t, err, &se, "a later read (another process's stat took the error first) fails too")
 	assert.Eventually(t, func() bool { return ss.closed.Load() == 1 }, 5e9, 1e6)
 
 	st2, ss2 := streamedState(t, p)
