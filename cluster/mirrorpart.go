@@ -132,6 +132,9 @@ func (mp *MirrorPartition) release() { <-mp.sem }
 // Errors: backend.ErrOffsetOutOfRange (from below the cluster's log
 // start, or end below from), the fetch's errors, ctx's.
 func (mp *MirrorPartition) Snapshot(ctx context.Context, src Source, from, end int64) (*backend.Snapshot, error) {
+	if snap, ok, err := mp.snapshotJoined(ctx, from, end); ok {
+		return snap, err
+	}
 	if err := mp.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -140,13 +143,11 @@ func (mp *MirrorPartition) Snapshot(ctx context.Context, src Source, from, end i
 	if err != nil {
 		return nil, err
 	}
-	defer func() { mp.floor = math.MaxInt64 }()
 	if err := mp.fillLocked(ctx, src, from, end, nil); err != nil {
+		mp.floor = math.MaxInt64
 		return nil, err
 	}
-	snap, err := mp.snapshotLocked(from, end)
-	mp.enforceLocked()
-	return snap, err
+	return mp.finishLocked(from, end)
 }
 
 // beginLocked starts a fill of [from, end) (Snapshot, Stream): it
@@ -229,8 +230,9 @@ var errDiverged = errors.New("the cluster's log diverged from the mirror")
 // the first high watermark this call sees bounds the extra fetching.
 //
 // A streaming fill (s not nil) hands what arrived to s's waiting readers
-// after each append; once it has handed anything out it cannot restart
-// the copy, and fails instead.
+// after each append, and goes on to the largest end of the readers that
+// joined it (mirrorStream.target); once it has handed anything out it
+// cannot restart the copy, and fails instead.
 func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end int64, s *mirrorStream) error {
 	bound := int64(-1)
 	restarted := false
@@ -239,7 +241,7 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 	defer func() { ahead.drop() }()
 	for {
 		le := mp.p.LogEndOffset()
-		if le >= end && (!mp.openBelow(end) || (bound >= 0 && le >= bound)) {
+		if s != nil && s.target(le, &end, &bound) || s == nil && mp.reachedAt(le, end, bound) {
 			return nil
 		}
 		res, err := ahead.take(le, s)
@@ -346,6 +348,19 @@ func (pf *prefetch) drop() {
 	if pf != nil {
 		<-pf.done
 	}
+}
+
+// reachedAt says whether a fill of the copy, now ending at le, has all
+// of it up to end: le is past end, and every transaction open below end
+// has its marker, or the copy reached bound (the high watermark when the
+// fill began, past which no such marker can lie).
+func (mp *MirrorPartition) reachedAt(le, end, bound int64) bool {
+	return le >= end && (!mp.openBelow(end) || (bound >= 0 && le >= bound))
+}
+
+// reached is reachedAt for the copy's end now.
+func (mp *MirrorPartition) reached(end, bound int64) bool {
+	return mp.reachedAt(mp.p.LogEndOffset(), end, bound)
 }
 
 // openBelow says whether a transaction with records below end has no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,4 +193,72 @@ func TestMirrorStreamWholeCopy(t *testing.T) {
 	assert.Equal(t, n, src.fetches.Load(), "nothing fetched")
 	checkRecords(t, want, visible(t, snap), 0)
 	snap.Release()
+}
+
+// TestMirrorStreamJoinsTheRunningFill: while a fill is held back, another
+// Stream of the partition returns with what the copy holds instead of
+// waiting for the fill to end, and a Snapshot of a longer range joins the
+// fill too, which then goes on to that range's end. The first reader
+// closing does not stop the fill the others still read.
+func TestMirrorStreamJoinsTheRunningFill(t *testing.T) {
+	src, want := newGated(t, 24)
+	end := src.hw()
+	mid := end / 2
+	m := newMirror(t, vfs.NewMem(), "/cache", MirrorOptions{SegmentBytes: 700, Logger: quietLogger()})
+	mp, err := m.Partition("c", "t", 0)
+	require.NoError(t, err)
+	ctx := context.Background()
+	snap1, stream1, err := mp.Stream(ctx, src, backend.FromStart, mid)
+	require.NoError(t, err)
+	require.NotNil(t, stream1, "the fill is held back")
+	held := snap1.Offsets.End
+	snap1.Release()
+
+	type result struct {
+		snap   *backend.Snapshot
+		stream backend.Stream
+		err    error
+	}
+	joined := make(chan result, 1)
+	go func() {
+		snap, stream, err := mp.Stream(ctx, src, backend.FromStart, end)
+		joined <- result{snap, stream, err}
+	}()
+	var r result
+	select {
+	case r = <-joined:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second reader waited for the held-back fill to end")
+	}
+	require.NoError(t, r.err)
+	require.NotNil(t, r.stream)
+	defer r.stream.Close()
+	assert.GreaterOrEqual(t, r.snap.Offsets.End, held, "what the copy holds, at once")
+	assert.Less(t, r.snap.Offsets.End, mid, "the fill is still held back")
+	r.snap.Release()
+
+	whole := make(chan result, 1)
+	go func() {
+		snap, err := mp.Snapshot(ctx, src, 0, end)
+		whole <- result{snap: snap, err: err}
+	}()
+	stream1.Close() // the others still read the fill
+	src.feed(t)
+	w := <-whole
+	require.NoError(t, w.err)
+	assert.Equal(t, end, w.snap.Offsets.End)
+	checkRecords(t, want, visible(t, w.snap), 0)
+	w.snap.Release()
+
+	past := held
+	for last := false; !last; {
+		snap, l, err := r.stream.Next(ctx, past)
+		require.NoError(t, err)
+		past, last = snap.Offsets.End, l
+		if last {
+			checkRecords(t, want, visible(t, snap), 0)
+		}
+		snap.Release()
+	}
+	assert.Equal(t, end, past, "the fill went on to the joined reader's end")
 }
