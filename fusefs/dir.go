@@ -90,6 +90,9 @@ func entry(ctx context.Context, ch fs.InodeEmbedder, out *fuse.EntryOut) syscall
 			return errno
 		}
 		out.Attr = ao.Attr
+		if ao.AttrValid != 0 || ao.AttrValidNsec != 0 {
+			out.AttrValid, out.AttrValidNsec = ao.AttrValid, ao.AttrValidNsec
+		}
 	}
 	return 0
 }

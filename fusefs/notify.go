@@ -32,6 +32,8 @@ type partState struct {
 		kick    chan struct{}   // wakes the notifier for a waiting closer
 		waiters []chan struct{} // closed after the next notification round
 		failed  bool            // the notifier panicked: none runs again (recover.go)
+		offs    backend.Offsets // the partition's offsets when last asked
+		offsAt  time.Time       // when that was (zero: never)
 	}
 }
 
@@ -117,6 +119,7 @@ func (ps *partState) end(last int64) int64 {
 	if err != nil {
 		return last
 	}
+	ps.noteOffsets(offs)
 	return offs.End
 }
 

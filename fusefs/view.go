@@ -47,6 +47,8 @@ type viewNode struct {
 		mtime    time.Time
 		seen     bool
 		seenSize int64
+		seenAt   viewEnds    // the offsets seenSize was measured at (noteSize)
+		openers  map[int]int // handles open per process (callerHolds)
 	}
 }
 
@@ -184,35 +186,12 @@ func (v *viewNode) openState() *viewState {
 func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	testPanic("getattr", &v.Inode, "")
 	v.fsys.awaitTails(ctx, v.loc.topic) // a final line closed just before (appendline.go)
-	var size int64
-	if st := v.openState(); st != nil {
-		// The size is exact: every record up to the end at open first.
-		if err := st.awaitStream(ctx); err != nil {
-			return v.fsys.errno("getattr", err)
-		}
-		_, s, err := st.refresh(ctx)
-		if err != nil && !v.keepsHeld("getattr", err) {
-			return v.fsys.errno("getattr", err)
-		}
-		size = s
-	} else if v.fsys.local == nil {
-		// A view of a cluster that is not open: sizing it would fetch
-		// its records, so it shows the size it had when last open on this
-		// mount (0 before); opening it fetches and measures (README,
-		// Mount a Kafka cluster).
-		v.mu.Lock()
-		size = v.mu.seenSize
-		v.mu.Unlock()
-	} else {
-		st, _, err := v.newState(ctx)
-		if err != nil {
-			return v.fsys.errno("getattr", err)
-		}
-		size = st.size()
-		st.release()
+	size, exact, err := v.statSize(ctx)
+	if err != nil {
+		return v.fsys.errno("getattr", err)
 	}
 	v.mu.Lock()
-	if !v.mu.seen || size != v.mu.seenSize {
+	if exact && (!v.mu.seen || size != v.mu.seenSize) {
 		// The mtime is when the view was last seen to change size.
 		v.mu.mtime = time.Now()
 		if !v.mu.seen {
@@ -221,6 +200,9 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 		v.mu.seen, v.mu.seenSize = true, size
 	}
 	mtime := v.mu.mtime
+	if !v.mu.seen {
+		mtime = v.fsys.mounted
+	}
 	v.mu.Unlock()
 	out.Mode = syscall.S_IFREG | v.fsys.perm(0444)
 	out.Nlink = 1
@@ -228,10 +210,41 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 	out.Blksize = viewBlksize
 	out.Blocks = (out.Size + 4095) / 4096 * 8 // as go-fuse counts without a Blksize
 	v.fsys.setTimes(&out.Attr, mtime)
-	if v.kind == viewByTime && v.tspec.relative {
+	if !exact || v.kind == viewByTime && v.tspec.relative {
 		out.SetTimeout(time.Millisecond)
 	}
 	return 0
+}
+
+// statSize is the size stat(2) reports (viewsize.go); exact is false for
+// a size the kernel must not keep: records still arriving, or a closed
+// cluster view whose size is not known without fetching.
+func (v *viewNode) statSize(ctx context.Context) (size int64, exact bool, err error) {
+	if st := v.openState(); st != nil {
+		if st.streaming() != nil && !v.callerHolds(ctx) {
+			return st.size(), false, nil
+		}
+		// The size is exact: every record up to the end at open first.
+		if err := st.awaitStream(ctx); err != nil {
+			return 0, false, err
+		}
+		_, s, err := st.refresh(ctx)
+		if err != nil && !v.keepsHeld("getattr", err) {
+			return 0, false, err
+		}
+		return s, true, nil
+	}
+	if v.fsys.local == nil {
+		// Sizing a closed cluster view would fetch its records.
+		size, known := v.closedSize(ctx)
+		return size, known, nil
+	}
+	st, _, err := v.newState(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer st.release()
+	return st.size(), true, nil
 }
 
 // Setattr refuses truncation and chmod of a view.
@@ -251,6 +264,8 @@ type viewHandle struct {
 	cur cursor
 
 	ahead workAhead[readAhead] // chunks rendered ahead of a sequential reader
+
+	opener int // the process that opened it (callerHolds)
 
 	// amu guards the fields below.
 	amu  sync.Mutex
@@ -384,9 +399,14 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		v.mu.st, v.mu.ps = st, ps
 	}
 	v.mu.opens++
+	h := &viewHandle{opener: openerOf(ctx)}
+	if v.mu.openers == nil {
+		v.mu.openers = map[int]int{}
+	}
+	v.mu.openers[h.opener]++
 	// FOPEN_NOFLUSH: a view has nothing to flush, and without it every
 	// close(2) waits for a FLUSH round trip to the mount.
-	return (&viewHandle{}).guard(v), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+	return h.guard(v), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 }
 
 // Read serves a READ of the view. A sequential reader's next chunk is
@@ -458,6 +478,13 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 
 // Release drops the state with the last handle, letting its segments go.
 func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	v.mu.Lock()
+	if h, ok := f.(*viewHandle); ok {
+		if v.mu.openers[h.opener]--; v.mu.openers[h.opener] <= 0 {
+			delete(v.mu.openers, h.opener)
+		}
+	}
+	v.mu.Unlock()
 	if h, ok := f.(*viewHandle); ok {
 		h.stop()
 		collectAfterRead(h.read)
@@ -471,6 +498,7 @@ func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	v.mu.Unlock()
 	if st != nil {
+		v.noteSize(st)
 		st.release()
 	}
 	return 0

@@ -320,6 +320,14 @@ func (st *viewState) size() int64 {
 	return st.mu.size
 }
 
+// extent returns the view's size and end offset, and whether it holds
+// every record of its range (none is still arriving, none failed to).
+func (st *viewState) extent() (size, end int64, complete bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mu.size, st.mu.end, st.mu.stream == nil && st.mu.failed == nil
+}
+
 // release lets go of the held segments.
 func (st *viewState) release() {
 	st.mu.Lock()
