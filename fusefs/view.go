@@ -399,7 +399,10 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		v.mu.st, v.mu.ps = st, ps
 	}
 	v.mu.opens++
-	h := &viewHandle{opener: openerOf(ctx)}
+	h := &viewHandle{}
+	if v.fsys.local == nil {
+		h.opener = openerOf(ctx) // only a cluster's views stream (callerHolds)
+	}
 	if v.mu.openers == nil {
 		v.mu.openers = map[int]int{}
 	}
