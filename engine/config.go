@@ -103,6 +103,15 @@ type setting struct {
 	fminOpen   bool
 	// str: canonicalises and validates a value
 	check func(v string) (string, error)
+	// mountWide: one value for the whole mount (mount.toml's top level),
+	// not a per-topic setting
+	mountWide bool
+}
+
+// mountWide marks s as a setting of the whole mount.
+func mountWide(s setting) setting {
+	s.mountWide = true
+	return s
 }
 
 func intSetting(name string, field func(c *Config) *int64, min, max int64) setting {
@@ -176,13 +185,13 @@ var settings = []setting{
 	{name: "message.timestamp.type", str: func(c *Config) *string { return &c.MessageTimestampType },
 		check: oneOf("CreateTime", "LogAppendTime")},
 	intSetting("num.partitions", func(c *Config) *int64 { return &c.NumPartitions }, 1, MaxPartitions),
-	intSetting("log.cleaner.threads", func(c *Config) *int64 { return &c.CleanerThreads }, 0, MaxCleanerThreads),
-	intSetting("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.CleanerDedupeBufferSize }, MinDedupeBufferSize, MaxDedupeBufferSize),
+	mountWide(intSetting("log.cleaner.threads", func(c *Config) *int64 { return &c.CleanerThreads }, 0, MaxCleanerThreads)),
+	mountWide(intSetting("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.CleanerDedupeBufferSize }, MinDedupeBufferSize, MaxDedupeBufferSize)),
 	// The share of the offset map's slots a cleaning fills. Kafka has no
 	// validator; 0 would map no key at all, and above 1 a full map has no
 	// empty slot to end a probe.
-	{name: "log.cleaner.io.buffer.load.factor", f64: func(c *Config) *float64 { return &c.CleanerLoadFactor }, fmin: 0, fmax: 1, fminOpen: true},
-	intSetting("log.index.mapped.max.segments", func(c *Config) *int64 { return &c.IndexMappedMaxSegments }, 1, MaxIndexMappedSegments),
+	{name: "log.cleaner.io.buffer.load.factor", f64: func(c *Config) *float64 { return &c.CleanerLoadFactor }, fmin: 0, fmax: 1, fminOpen: true, mountWide: true},
+	mountWide(intSetting("log.index.mapped.max.segments", func(c *Config) *int64 { return &c.IndexMappedMaxSegments }, 1, MaxIndexMappedSegments)),
 	intSetting("batch.size", func(c *Config) *int64 { return &c.BatchSize }, 0, MaxBatchSize),
 	intSetting("linger.ms", func(c *Config) *int64 { return &c.LingerMs }, 0, MaxDurationMs),
 	{name: "parse.key", b: func(c *Config) *bool { return &c.ParseKey }},
@@ -192,7 +201,7 @@ var settings = []setting{
 	{name: "cursor.start", str: func(c *Config) *string { return &c.CursorStart }, check: oneOf("earliest", "latest")},
 	// One table of 1,024 slots at least; above the top, tables spill to
 	// files anyway, so a larger heap would only hold the machine's memory.
-	intSetting("key.index.memory.bytes", func(c *Config) *int64 { return &c.KeyIndexMemoryBytes }, 16384, MaxKeyIndexMemory),
+	mountWide(intSetting("key.index.memory.bytes", func(c *Config) *int64 { return &c.KeyIndexMemoryBytes }, 16384, MaxKeyIndexMemory)),
 }
 
 // MaxKeyIndexMemory bounds key.index.memory.bytes (64 GiB).
@@ -312,13 +321,12 @@ func ConfigNames() []string {
 	return names
 }
 
-// IsTopicSetting reports whether name is a known per-topic setting; the
-// log.cleaner.* settings, log.index.mapped.max.segments and
-// key.index.memory.bytes are mount-wide.
+// IsTopicSetting reports whether name is a known per-topic setting, not
+// one of the mount-wide ones (the log.cleaner.* settings,
+// log.index.mapped.max.segments, key.index.memory.bytes).
 func IsTopicSetting(name string) bool {
-	_, ok := findSetting(name)
-	return ok && !strings.HasPrefix(name, "log.cleaner.") && name != "log.index.mapped.max.segments" &&
-		name != "key.index.memory.bytes"
+	s, ok := findSetting(name)
+	return ok && !s.mountWide
 }
 
 // Get returns the value of name as Set accepts it.

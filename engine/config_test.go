@@ -221,5 +221,8 @@ func TestConfigHelpers(t *testing.T) {
 	assert.True(t, IsTopicSetting("print.key"))
 	assert.False(t, IsTopicSetting("log.cleaner.threads"))
 	assert.False(t, IsTopicSetting("log.cleaner.dedupe.buffer.size"))
+	assert.False(t, IsTopicSetting("log.cleaner.io.buffer.load.factor"))
+	assert.False(t, IsTopicSetting("log.index.mapped.max.segments"))
+	assert.False(t, IsTopicSetting("key.index.memory.bytes"))
 	assert.False(t, IsTopicSetting("no.such.setting"))
 }
