@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -339,8 +338,8 @@ func (n *byKeyNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno 
 // next `cat K` reads, although the kernel sends RELEASE after close(2)
 // returned.
 func (n *byKeyNode) awaitWriters(ctx context.Context) {
-	timer := time.NewTimer(releaseGrace)
-	defer timer.Stop()
+	var g graceWait
+	defer g.stop()
 	for {
 		n.mu.Lock()
 		waiting := false
@@ -351,14 +350,7 @@ func (n *byKeyNode) awaitWriters(ctx context.Context) {
 		}
 		ch := n.released
 		n.mu.Unlock()
-		if !waiting {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return
-		case <-ctx.Done():
+		if !waiting || g.wait(ctx, ch) != 0 {
 			return
 		}
 	}

@@ -214,7 +214,8 @@ func cursorKey(topic, name string) string { return topic + "\x00" + name }
 // `cat cursors/c; cat cursors/c` can open again before the first handle
 // is gone. A handle really held open makes the second open EBUSY.
 func (l *cursorLocks) acquire(ctx context.Context, key string) syscall.Errno {
-	var timeout <-chan time.Time
+	var g graceWait
+	defer g.stop()
 	for {
 		l.mu.Lock()
 		if l.held == nil {
@@ -228,17 +229,8 @@ func (l *cursorLocks) acquire(ctx context.Context, key string) syscall.Errno {
 		}
 		released := l.released
 		l.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(releaseGrace)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case <-released:
-		case <-timeout:
-			return syscall.EBUSY
-		case <-ctx.Done():
-			return syscall.EINTR
+		if errno := g.wait(ctx, released); errno != 0 {
+			return errno
 		}
 	}
 }

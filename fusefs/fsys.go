@@ -223,30 +223,52 @@ func (f *fsys) addWriter(topic string, delta int) {
 // (exec 3>>append) still gets EBUSY, after this delay.
 const releaseGrace = time.Second
 
+// graceWait bounds one call's waits for handles to be released to
+// releaseGrace in all. The zero value is ready; stop it when done.
+type graceWait struct {
+	t       *time.Timer
+	expired bool
+}
+
+// wait waits for released to be closed: 0 when it is, EBUSY once
+// releaseGrace has passed since the first wait, EINTR when ctx ends.
+func (g *graceWait) wait(ctx context.Context, released <-chan struct{}) syscall.Errno {
+	if g.expired {
+		return syscall.EBUSY
+	}
+	if g.t == nil {
+		g.t = time.NewTimer(releaseGrace)
+	}
+	select {
+	case <-released:
+		return 0
+	case <-g.t.C:
+		g.expired = true
+		return syscall.EBUSY
+	case <-ctx.Done():
+		return syscall.EINTR
+	}
+}
+
+func (g *graceWait) stop() {
+	if g.t != nil {
+		g.t.Stop()
+	}
+}
+
 // deleteTopic deletes topic unless a write handle is open on it (EBUSY).
 func (f *fsys) deleteTopic(ctx context.Context, name string) syscall.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var timeout <-chan time.Time
+	var g graceWait
+	defer g.stop()
 	for f.mu.writers[name] > 0 {
-		if timeout == nil {
-			t := time.NewTimer(releaseGrace)
-			defer t.Stop()
-			timeout = t.C
-		}
 		released := f.mu.released
 		f.mu.Unlock()
-		select {
-		case <-released:
-			f.mu.Lock()
-		case <-timeout:
-			f.mu.Lock()
-			if f.mu.writers[name] > 0 {
-				return syscall.EBUSY
-			}
-		case <-ctx.Done():
-			f.mu.Lock()
-			return syscall.EINTR
+		errno := g.wait(ctx, released)
+		f.mu.Lock()
+		if errno == syscall.EINTR || errno != 0 && f.mu.writers[name] > 0 {
+			return errno
 		}
 	}
 	if err := f.b.DeleteTopic(ctx, name); err != nil {
