@@ -132,6 +132,69 @@ type Pending interface {
 	Wait() (first, last int64, err error)
 }
 
+// OffsetsLister is a Topic that lists the offsets of many partitions in
+// one round (a cluster: one ListOffsets per leader, not two per
+// partition).
+type OffsetsLister interface {
+	PartitionOffsets(ctx context.Context, ids []int) (map[int]Offsets, error)
+}
+
+// TopicOffsets returns the offsets of t's partitions ids: in one round
+// where t is an OffsetsLister, else partition by partition.
+func TopicOffsets(ctx context.Context, t Topic, ids []int) (map[int]Offsets, error) {
+	if ol, ok := t.(OffsetsLister); ok {
+		return ol.PartitionOffsets(ctx, ids)
+	}
+	out := make(map[int]Offsets, len(ids))
+	for _, id := range ids {
+		p, err := t.Partition(id)
+		if err != nil {
+			return nil, err
+		}
+		if out[id], err = p.Offsets(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// TopicSnapshotter is a Topic that takes Snapshots of many partitions,
+// each from its offset in from, with one listing of their ends.
+type TopicSnapshotter interface {
+	Snapshots(ctx context.Context, from map[int]int64) (map[int]*Snapshot, error)
+}
+
+// TopicSnapshots returns a Snapshot of each partition in from, from its
+// offset there (Partition.Snapshot): in one round where t is a
+// TopicSnapshotter, else partition by partition. The caller releases
+// them; on an error none is left held.
+func TopicSnapshots(ctx context.Context, t Topic, from map[int]int64) (map[int]*Snapshot, error) {
+	if ts, ok := t.(TopicSnapshotter); ok {
+		return ts.Snapshots(ctx, from)
+	}
+	out := make(map[int]*Snapshot, len(from))
+	for id, off := range from {
+		p, err := t.Partition(id)
+		var snap *Snapshot
+		if err == nil {
+			snap, err = p.Snapshot(ctx, off)
+		}
+		if err != nil {
+			ReleaseSnapshots(out)
+			return nil, err
+		}
+		out[id] = snap
+	}
+	return out, nil
+}
+
+// ReleaseSnapshots releases every Snapshot of snaps.
+func ReleaseSnapshots(snaps map[int]*Snapshot) {
+	for _, s := range snaps {
+		s.Release()
+	}
+}
+
 // TailSnapshotter is a Partition that takes a Snapshot of its last n
 // records (fewer if it holds fewer) in one step: a remote log lists its
 // bounds once, not once to find the start and again for the snapshot.

@@ -124,10 +124,35 @@ func (n *cursorNode) content(ctx context.Context, atOpen bool) (*cursorContent, 
 	}
 	format := formatFor(t.Settings(), n.jsonl)
 	latest := t.Settings().CursorStart == "latest"
+	bounds, err := backend.TopicOffsets(ctx, t, ids)
+	if err != nil {
+		return nil, err
+	}
+	// Where each partition's part starts, as far as known before its
+	// Snapshot; the Snapshots are taken together.
+	want, hints := map[int]int64{}, map[int]int64{}
+	for _, id := range ids {
+		offs := bounds[id]
+		w, known := pos[id]
+		if !known {
+			w = offs.LogStart
+			if latest {
+				w = offs.End
+			}
+		}
+		want[id], hints[id] = w, min(max(w, offs.LogStart), offs.End)
+	}
+	snaps, err := backend.TopicSnapshots(ctx, t, hints)
+	if err != nil {
+		return nil, err
+	}
+	defer backend.ReleaseSnapshots(snaps) // those no part took
 	c := &cursorContent{}
 	for _, id := range ids {
-		committed, known := pos[id]
-		part, err := n.part(ctx, t, id, committed, known, latest, format, atOpen)
+		_, known := pos[id]
+		snap := snaps[id]
+		delete(snaps, id)
+		part, err := n.part(ctx, t, id, snap, want[id], known, format, atOpen)
 		if err != nil {
 			c.release()
 			return nil, err
@@ -139,24 +164,15 @@ func (n *cursorNode) content(ctx context.Context, atOpen bool) (*cursorContent, 
 	return c, nil
 }
 
-// part builds partition id's share of the content.
-func (n *cursorNode) part(ctx context.Context, t backend.Topic, id int, committed int64, known, latest bool, format viewFormat, atOpen bool) (cursorPart, error) {
+// part builds partition id's share of the content from snap, which it
+// takes over: from want (the cursor's position if known, else where
+// cursor.start says), kept within the snapshot's range.
+func (n *cursorNode) part(ctx context.Context, t backend.Topic, id int, snap *backend.Snapshot, want int64, known bool, format viewFormat, atOpen bool) (cursorPart, error) {
 	p, err := t.Partition(id)
 	if err != nil {
+		snap.Release()
 		return cursorPart{}, err
 	}
-	offs, err := p.Offsets(ctx)
-	if err != nil {
-		return cursorPart{}, err
-	}
-	want := committed
-	if !known {
-		want = offs.LogStart
-		if latest {
-			want = offs.End
-		}
-	}
-	hint := min(max(want, offs.LogStart), offs.End)
 	part := cursorPart{id: id, known: known}
 	from := func(s *backend.Snapshot) (int64, error) {
 		start := min(max(want, s.Offsets.LogStart), s.Offsets.End)
@@ -171,7 +187,8 @@ func (n *cursorNode) part(ctx context.Context, t backend.Topic, id int, committe
 		part.from, part.end = start, s.Offsets.End
 		return start, nil
 	}
-	st, err := newViewState(ctx, n.fsys.partState(p), format, snapshotFrom(p, hint), from)
+	taken := func(context.Context) (*backend.Snapshot, backend.Stream, error) { return snap, nil, nil }
+	st, err := newViewState(ctx, n.fsys.partState(p), format, taken, from)
 	if err != nil {
 		return cursorPart{}, err
 	}

@@ -62,34 +62,26 @@ func (s *statsNode) cursorStats(ctx context.Context, cb backend.Cursors) (any, e
 	if err != nil {
 		return nil, err
 	}
-	ends := map[int]int64{}
-	end := func(id int) (int64, error) {
-		if e, ok := ends[id]; ok {
-			return e, nil
+	// The ends of the partitions the cursors are at, in one round (a
+	// cursor may name partitions the topic no longer has: skipped).
+	at := map[int]bool{}
+	for _, pos := range all {
+		for id := range pos {
+			if id >= 0 && id < t.NumPartitions() && (s.loc.id < 0 || id == s.loc.id) {
+				at[id] = true
+			}
 		}
-		p, err := t.Partition(id)
-		if err != nil {
-			return 0, err
-		}
-		offs, err := p.Offsets(ctx)
-		if err != nil {
-			return 0, err
-		}
-		ends[id] = offs.End
-		return offs.End, nil
+	}
+	ends, err := backend.TopicOffsets(ctx, t, slices.Collect(maps.Keys(at)))
+	if err != nil {
+		return nil, err
 	}
 	if s.loc.id >= 0 {
 		out := map[string]cursorStat{}
 		for name, pos := range all {
-			off, ok := pos[s.loc.id]
-			if !ok {
-				continue
+			if off, ok := pos[s.loc.id]; ok {
+				out[name] = cursorStat{Offset: off, Lag: max(ends[s.loc.id].End-off, 0)}
 			}
-			e, err := end(s.loc.id)
-			if err != nil {
-				return nil, err
-			}
-			out[name] = cursorStat{Offset: off, Lag: max(e-off, 0)}
 		}
 		return out, nil
 	}
@@ -97,15 +89,12 @@ func (s *statsNode) cursorStats(ctx context.Context, cb backend.Cursors) (any, e
 	for name, pos := range all {
 		cs := topicCursorStat{Offsets: map[string]int64{}}
 		for _, id := range slices.Sorted(maps.Keys(pos)) {
-			e, err := end(id)
-			if errors.Is(err, backend.ErrUnknownPartition) {
+			e, ok := ends[id]
+			if !ok {
 				continue
 			}
-			if err != nil {
-				return nil, err
-			}
 			cs.Offsets[strconv.Itoa(id)] = pos[id]
-			cs.Lag += max(e-pos[id], 0)
+			cs.Lag += max(e.End-pos[id], 0)
 		}
 		out[name] = cs
 	}

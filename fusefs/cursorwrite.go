@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/topicfs/topicfs/backend"
 )
 
 // maxCursorLine bounds what a write to a cursor file may hold: one line
@@ -103,16 +105,13 @@ func (n *cursorNode) resolve(ctx context.Context, line string) (map[int]int64, e
 		}
 	}
 	now := time.Now()
+	bounds, err := backend.TopicOffsets(ctx, t, ids)
+	if err != nil {
+		return nil, err
+	}
 	offs := map[int]int64{}
 	for _, id := range ids {
-		p, err := t.Partition(id)
-		if err != nil {
-			return nil, err
-		}
-		b, err := p.Offsets(ctx)
-		if err != nil {
-			return nil, err
-		}
+		b := bounds[id]
 		switch {
 		case line == "earliest":
 			offs[id] = b.LogStart
@@ -123,6 +122,10 @@ func (n *cursorNode) resolve(ctx context.Context, line string) (map[int]int64, e
 		case isNum:
 			offs[id] = min(max(num, b.LogStart), b.End)
 		default:
+			p, err := t.Partition(id)
+			if err != nil {
+				return nil, err
+			}
 			off, err := p.OffsetForTime(ctx, spec.resolve(now))
 			if err != nil {
 				return nil, err

@@ -70,3 +70,31 @@ func TestClusterRequestsPerOperation(t *testing.T) {
 	}
 	assert.LessOrEqual(t, total, 20, "O(1) requests (the cursors entry lists groups): %v", n)
 }
+
+// TestClusterCursorRequests: reading a topic's cursor and its stats list
+// the offsets of all partitions together, not per partition: over 12
+// partitions they send at most as many ListOffsets as over one times the
+// brokers the partitions' leaders are spread over (one request per leader
+// per round).
+func TestClusterCursorRequests(t *testing.T) {
+	const parts, brokers = 12, 3
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	rc := countRequests(kc)
+	listOffsets := func(topic string, n int) (read, stats int) {
+		m.Sh(t, fmt.Sprintf(`mkdir $MNT/%[1]s && echo num.partitions=%[2]d > $MNT/%[1]s/config
+			seq 1 1200 > $MNT/%[1]s/append && echo earliest > $MNT/%[1]s/cursors/billing
+			test $(ls -d $MNT/%[1]s/[0-9]* | wc -l) = %[2]d`, topic, n))
+		rc.take()
+		assert.Equal(t, "1200\n", m.Sh(t, fmt.Sprintf(`wc -l < $MNT/%s/cursors/billing`, topic)))
+		read = rc.take()["ListOffsets"]
+		assert.Contains(t, m.Sh(t, fmt.Sprintf(`cat $MNT/%s/stats`, topic)), `"billing"`)
+		stats = rc.take()["ListOffsets"]
+		t.Logf("%d partitions: ListOffsets for cat cursors/billing %d, for cat stats %d", n, read, stats)
+		return read, stats
+	}
+	read1, stats1 := listOffsets("one", 1)
+	read, stats := listOffsets("many", parts)
+	assert.LessOrEqual(t, read, brokers*read1)
+	assert.LessOrEqual(t, stats, brokers*stats1)
+}
