@@ -30,10 +30,27 @@ const cursorMetadata = "topicfs"
 // fetchGroups returns the committed offsets of groups on topic: group →
 // partition → offset (groups with none are absent).
 func (c *Cluster) fetchGroups(ctx context.Context, topic string, groups []string) (map[string]map[int]int64, error) {
-	if err := c.usable(); err != nil {
+	all, err := c.fetchOffsets(ctx, groups)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[int]int64{}
+	for g, topics := range all {
+		if offs := topics[topic]; len(offs) > 0 {
+			out[g] = offs
+		}
+	}
+	return out, nil
+}
+
+// fetchOffsets returns every offset groups have committed, with one
+// OffsetFetch: group → topic → partition → offset (groups that do not
+// exist, or have no offsets, are absent).
+func (c *Cluster) fetchOffsets(ctx context.Context, groups []string) (map[string]map[string]map[int]int64, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]map[int]int64{}
 	if len(groups) == 0 {
 		return out, nil
 	}
@@ -57,20 +74,20 @@ func (c *Cluster) fetchGroups(ctx context.Context, topic string, groups []string
 			return nil, mapErr("fetch the offsets of group "+g.Group, err)
 		}
 		for _, t := range g.Topics {
-			if t.Topic != topic {
-				continue
-			}
 			for _, p := range t.Partitions {
 				if err := codeErr(p.ErrorCode, nil); err != nil {
-					return nil, mapErr(fmt.Sprintf("fetch the offset of group %s on %s/%d", g.Group, topic, p.Partition), err)
+					return nil, mapErr(fmt.Sprintf("fetch the offset of group %s on %s/%d", g.Group, t.Topic, p.Partition), err)
 				}
 				if p.Offset < 0 {
 					continue // no commit
 				}
 				if out[g.Group] == nil {
-					out[g.Group] = map[int]int64{}
+					out[g.Group] = map[string]map[int]int64{}
 				}
-				out[g.Group][int(p.Partition)] = p.Offset
+				if out[g.Group][t.Topic] == nil {
+					out[g.Group][t.Topic] = map[int]int64{}
+				}
+				out[g.Group][t.Topic][int(p.Partition)] = p.Offset
 			}
 		}
 	}
@@ -200,26 +217,19 @@ func offsetDeleteErr(resp *kmsg.OffsetDeleteResponse) error {
 // any topic, so that a removed cursor leaves no empty group behind. It is
 // tidying only: a failure is logged.
 func (c *Cluster) dropEmptyGroup(ctx context.Context, name string) error {
-	rctx, cancel := c.reqCtx(ctx)
-	defer cancel()
-	freq := kmsg.NewPtrOffsetFetchRequest()
-	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = name
-	freq.Groups = append(freq.Groups, rg)
-	fresp, err := freq.RequestWith(rctx, c.client)
+	// Fetched again after the delete, not derived from the offsets fetched
+	// before it: a commit in between must keep the group (deleting a group
+	// deletes its offsets).
+	left, err := c.fetchOffsets(ctx, []string{name})
 	if err != nil {
 		c.log.Debug("cluster: could not check a cursor's group for offsets left", "group", name, "err", err)
 		return nil
 	}
-	for _, g := range fresp.Groups {
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if p.Offset >= 0 {
-					return nil // offsets on other partitions or topics
-				}
-			}
-		}
+	if len(left[name]) > 0 {
+		return nil // offsets on other partitions or topics
 	}
+	rctx, cancel := c.reqCtx(ctx)
+	defer cancel()
 	dreq := kmsg.NewPtrDeleteGroupsRequest()
 	dreq.Groups = []string{name}
 	dresp, err := dreq.RequestWith(rctx, c.client)
