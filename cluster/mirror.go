@@ -126,9 +126,27 @@ func (m *Mirror) engineConfig() engine.Config {
 	return cfg
 }
 
+// Use calls fn with the copy of a cluster partition, opened on first use
+// and kept open (not evicted as unused) until fn returns.
+func (m *Mirror) Use(clusterID, topic string, partition int32, fn func(mp *MirrorPartition) error) error {
+	mp, err := m.partition(clusterID, topic, partition, true)
+	if err != nil {
+		return err
+	}
+	defer mp.pins.Add(-1)
+	return fn(mp)
+}
+
 // Partition returns the copy of a cluster partition, opening it on first
-// use.
+// use. Once no reader holds its segments it may be closed to keep
+// MirrorOptions.MaxOpen copies open (its calls then fail with
+// backend.ErrClosed); Use keeps it open.
 func (m *Mirror) Partition(clusterID, topic string, partition int32) (*MirrorPartition, error) {
+	return m.partition(clusterID, topic, partition, false)
+}
+
+// partition is Partition; pin counts a user that keeps the copy open.
+func (m *Mirror) partition(clusterID, topic string, partition int32, pin bool) (*MirrorPartition, error) {
 	if err := validClusterID(clusterID); err != nil {
 		return nil, err
 	}
@@ -147,6 +165,9 @@ func (m *Mirror) Partition(clusterID, topic string, partition int32) (*MirrorPar
 	m.clock++
 	if mp := m.parts[key]; mp != nil {
 		mp.used = m.clock
+		if pin {
+			mp.pins.Add(1)
+		}
 		return mp, nil
 	}
 	if err := m.lockClusterLocked(clusterID); err != nil {
@@ -158,6 +179,9 @@ func (m *Mirror) Partition(clusterID, topic string, partition int32) (*MirrorPar
 		return nil, err
 	}
 	mp.used = m.clock
+	if pin {
+		mp.pins.Add(1)
+	}
 	m.parts[key] = mp
 	return mp, nil
 }

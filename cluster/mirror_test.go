@@ -727,3 +727,26 @@ func TestMirrorMaxOpen(t *testing.T) {
 	snap.Release()
 	assert.Zero(t, again.Stats().Fetches, "reopened from its clean copy")
 }
+
+// TestMirrorUseKeepsTheCopyOpen: a copy in use (Mirror.Use) is not closed
+// to make room for others, even before its reader holds any segment.
+func TestMirrorUseKeepsTheCopyOpen(t *testing.T) {
+	batches, want := fakeLog(t, 6)
+	ctx := context.Background()
+	m := newMirror(t, vfs.NewMem(), "/cache", MirrorOptions{MaxOpen: 1, Logger: quietLogger()})
+	src := &fakeSource{batches: batches, maxBytes: 500, id: [16]byte{1}}
+	err := m.Use("c", "t", 0, func(mp *MirrorPartition) error {
+		for p := int32(1); p <= 3; p++ { // others opened meanwhile
+			_, err := m.Partition("c", "t", p)
+			require.NoError(t, err)
+		}
+		snap, err := mp.Snapshot(ctx, src, 0, src.hw())
+		if err != nil {
+			return err
+		}
+		checkRecords(t, want, visible(t, snap), 0)
+		snap.Release()
+		return nil
+	})
+	require.NoError(t, err, "the copy in use was not closed")
+}

@@ -66,7 +66,8 @@ type MirrorPartition struct {
 
 	filling atomic.Pointer[mirrorStream] // a Stream's fill in the background
 
-	used int64 // Mirror.clock when last asked for (guarded by Mirror.mu)
+	used int64        // Mirror.clock when last asked for (guarded by Mirror.mu)
+	pins atomic.Int32 // Mirror.Use calls in progress: not to be evicted
 
 	fetches, fetchedBytes, restarts, deleted atomic.Int64
 }
@@ -542,9 +543,10 @@ func (mp *MirrorPartition) closeLocked(clean bool) error {
 	return nil
 }
 
-// idle reports that no reader holds a segment of the copy.
+// idle reports that no reader holds a segment of the copy, and no Use
+// call has it.
 func (mp *MirrorPartition) idle() bool {
 	mp.hmu.Lock()
 	defer mp.hmu.Unlock()
-	return len(mp.holds) == 0
+	return len(mp.holds) == 0 && mp.pins.Load() == 0
 }

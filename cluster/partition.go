@@ -424,17 +424,15 @@ func (p *Partition) SnapshotStream(ctx context.Context, from int64) (snap *backe
 	return snap, stream, err
 }
 
-// onCopy calls fn with the partition's local copy; once more with the
-// copy opened again if it was closed as unused (MirrorOptions.MaxOpen)
-// just as fn began.
+// onCopy calls fn with the partition's local copy, kept open meanwhile.
 func (p *Partition) onCopy(fn func(mp *MirrorPartition) error) error {
-	for try := 0; ; try++ {
-		mp, err := p.c.mirror.Partition(p.c.clusterID, p.topic, p.id)
-		if err != nil {
-			return fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
-		}
-		if err := fn(mp); try > 0 || !errors.Is(err, backend.ErrClosed) {
-			return err
-		}
+	var opened bool
+	err := p.c.mirror.Use(p.c.clusterID, p.topic, p.id, func(mp *MirrorPartition) error {
+		opened = true
+		return fn(mp)
+	})
+	if err != nil && !opened {
+		return fmt.Errorf("cluster: local copy of %s: %w", p.name(), err)
 	}
+	return err
 }
