@@ -280,37 +280,35 @@ func writePartitionMetadata(fsys vfs.FS, dir string, id TopicID) error {
 	return nil
 }
 
-// topicIDOf returns the topic id of the first of partitions [0, n) of
-// topic whose directory has a partition.metadata, or a new random id when
-// none has (fresh says which).
-func (d *LogDir) topicIDOf(topic string, n int) (id TopicID, fresh bool, err error) {
-	for p := range n {
-		if id, ok := ReadPartitionMetadata(d.fs, d.partitionDir(topic, p)); ok {
-			return id, false, nil
-		}
-	}
-	id, err = NewTopicID()
-	return id, true, err
-}
-
 // writeTopicID writes partition.metadata into the directories of
 // partitions [from, to) of topic that lack one, with the topic's id: that
 // of its other partitions, or a new one for a new topic (from 0). A topic
 // made before topicfs wrote the file gets none, so its partitions agree.
+// Each partition's file is read once.
 func (d *LogDir) writeTopicID(topic string, from, to int) error {
-	id, fresh, err := d.topicIDOf(topic, to)
-	if err != nil {
-		return err
-	}
-	if fresh && from > 0 {
-		return nil
-	}
-	for p := from; p < to; p++ {
-		dir := d.partitionDir(topic, p)
-		if _, ok := ReadPartitionMetadata(d.fs, dir); ok {
-			continue
+	var id TopicID
+	known := false
+	lacking := make([]int, 0, to-from)
+	for p := range to {
+		pid, ok := ReadPartitionMetadata(d.fs, d.partitionDir(topic, p))
+		if ok && !known {
+			id, known = pid, true
 		}
-		if err := writePartitionMetadata(d.fs, dir, id); err != nil {
+		if !ok && p >= from {
+			lacking = append(lacking, p)
+		}
+	}
+	if !known {
+		if from > 0 {
+			return nil
+		}
+		var err error
+		if id, err = NewTopicID(); err != nil {
+			return err
+		}
+	}
+	for _, p := range lacking {
+		if err := writePartitionMetadata(d.fs, d.partitionDir(topic, p), id); err != nil {
 			return err
 		}
 	}
