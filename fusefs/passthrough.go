@@ -81,11 +81,14 @@ func backingRefusal(errno syscall.Errno) string {
 // on a writable mount), else of the first partition directory holding
 // one, for reading.
 func probeFile(fsys vfs.FS, root string) (vfs.File, error) {
-	dirs := []string{root}
 	ents, err := fsys.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
+	if file := openRegular(fsys, root, ents); file != nil {
+		return file, nil
+	}
+	var dirs []string
 	for _, e := range ents {
 		if e.IsDir() {
 			dirs = append(dirs, filepath.Join(root, e.Name()))
@@ -96,17 +99,25 @@ func probeFile(fsys vfs.FS, root string) (vfs.File, error) {
 		if err != nil {
 			continue // a directory removed meanwhile
 		}
-		for _, e := range ents {
-			if !e.Type().IsRegular() {
-				continue
-			}
-			file, err := fsys.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0)
-			if err == nil {
-				return file, nil
-			}
+		if file := openRegular(fsys, dir, ents); file != nil {
+			return file, nil
 		}
 	}
 	return nil, errors.New("it holds no regular file")
+}
+
+// openRegular opens the first regular file of ents, the entries of dir,
+// that opens for reading; nil if none does.
+func openRegular(fsys vfs.FS, dir string, ents []os.DirEntry) vfs.File {
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if file, err := fsys.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0); err == nil {
+			return file
+		}
+	}
+	return nil
 }
 
 // passthroughRefused is called when a handle offered for passthrough is
