@@ -157,22 +157,21 @@ func (p *Partition) closeSnapshotLocked() error {
 	if leo <= p.logStart.Load() {
 		return nil
 	}
-	if err := p.takeSnapshotLocked(leo); err != nil {
-		return err
-	}
-	if !p.w.snaps.unsynced[leo] {
-		return nil
-	}
-	f, err := p.fs.OpenFile(p.snapshotPath(leo), 0, 0)
+	written, err := p.writeSnapshotLocked(leo, true)
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if !written && !p.w.snaps.unsynced[leo] {
+		return nil
+	}
+	if !written {
+		// Taken earlier (at a roll, say) and not synced since.
+		err = syncFile(p.fs, p.snapshotPath(leo))
+		if err == nil {
+			delete(p.w.snaps.unsynced, leo)
+		}
 	}
 	if err == nil {
-		delete(p.w.snaps.unsynced, leo)
 		err = p.fs.SyncDir(p.dir)
 	}
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/topicfs/topicfs/engine/vfs"
 )
 
 // ErrCorruptSnapshot reports a producer snapshot with an unknown version,
@@ -186,29 +188,42 @@ func (p *Partition) snapshotPath(off int64) string {
 // snapshot torn by a crash fails its CRC and is passed over at the next
 // open. Callers hold mu.
 func (p *Partition) takeSnapshotLocked(off int64) error {
+	_, err := p.writeSnapshotLocked(off, false)
+	return err
+}
+
+// writeSnapshotLocked is takeSnapshotLocked; with sync the new file is
+// fsynced before it is closed (not left to the next Flush). written says
+// whether a file was written.
+func (p *Partition) writeSnapshotLocked(off int64, sync bool) (written bool, err error) {
 	if p.opts.ReadOnly || slices.Contains(p.w.snaps.offsets, off) {
-		return nil
+		return false, nil
 	}
 	p.w.producers.expire(p.now().UnixMilli())
 	data := AppendProducerSnapshot(nil, p.w.producers.entries())
 	path := p.snapshotPath(off)
 	f, err := p.fs.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("engine: write producer snapshot: %w", err)
+		return false, fmt.Errorf("engine: write producer snapshot: %w", err)
 	}
 	_, err = f.Write(data)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		p.remove(filepath.Base(path))
-		return fmt.Errorf("engine: write producer snapshot %s: %w", path, err)
+		return false, fmt.Errorf("engine: write producer snapshot %s: %w", path, err)
 	}
 	i, _ := slices.BinarySearch(p.w.snaps.offsets, off)
 	p.w.snaps.offsets = slices.Insert(p.w.snaps.offsets, i, off)
-	p.w.snaps.unsynced[off] = true
+	if !sync {
+		p.w.snaps.unsynced[off] = true
+	}
 	p.w.dirDirty = true
-	return nil
+	return true, nil
 }
 
 // rollSnapshotLocked takes the snapshot a roll takes (Kafka's), named by
@@ -232,15 +247,9 @@ func (p *Partition) syncSnapshots() error {
 	p.mu.Unlock()
 	var errs []error
 	for _, off := range offs {
-		f, err := p.fs.OpenFile(p.snapshotPath(off), os.O_RDWR, 0)
+		err := syncFile(p.fs, p.snapshotPath(off))
 		if errors.Is(err, os.ErrNotExist) {
 			continue // deleted since
-		}
-		if err == nil {
-			err = f.Sync()
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -250,6 +259,19 @@ func (p *Partition) syncSnapshots() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(fsys vfs.FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // deleteSnapshotLocked renames <off>.snapshot to .deleted, queued for
