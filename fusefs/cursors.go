@@ -41,12 +41,15 @@ func cursorName(entry string) (string, bool, bool) {
 	return name, jsonl, true
 }
 
-// treeName reports whether name is also a file or directory name of a
-// topic or partition directory.
+// treeName reports whether name (without .jsonl) is also a file or
+// directory name of a topic or partition directory.
 func treeName(name string) bool {
-	switch name {
-	case "append", "config", "stats", "records", "by-offset", "by-time", "by-key", "cursors", "segments":
-		return true
+	for _, es := range [][]treeEntry{topicEntries, partitionEntries} {
+		for _, e := range es {
+			if base, _ := splitFormat(e.name); base == name {
+				return true
+			}
+		}
 	}
 	return false
 }

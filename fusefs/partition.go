@@ -20,11 +20,14 @@ var (
 	_ fs.NodeReaddirer = (*partitionNode)(nil)
 )
 
-// partitionEntries are the fixed names of a partition directory.
-var partitionEntries = []struct {
+// treeEntry is a fixed name of a topic or partition directory.
+type treeEntry struct {
 	name string
 	mode uint32
-}{
+}
+
+// partitionEntries are the fixed names of a partition directory.
+var partitionEntries = []treeEntry{
 	{"append", syscall.S_IFREG},
 	{"append.jsonl", syscall.S_IFREG},
 	{"records", syscall.S_IFREG},

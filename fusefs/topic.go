@@ -82,18 +82,25 @@ func (t *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	return ch, entry(ctx, ch.Operations(), out)
 }
 
+// topicEntries are the fixed names of a topic directory (its partitions
+// follow).
+var topicEntries = []treeEntry{
+	{"append", syscall.S_IFREG},
+	{"append.jsonl", syscall.S_IFREG},
+	{"by-key", syscall.S_IFDIR},
+	{"config", syscall.S_IFREG},
+	{"cursors", syscall.S_IFDIR},
+	{"stats", syscall.S_IFREG},
+}
+
 func (t *topicNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	topic, err := t.fsys.topic(ctx, t.name, t.gen)
 	if err != nil {
 		return nil, t.fsys.errno("readdir", err)
 	}
-	entries := []fuse.DirEntry{
-		{Name: "append", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append")},
-		{Name: "append.jsonl", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "append.jsonl")},
-		{Name: "by-key", Mode: syscall.S_IFDIR, Ino: ino(t.gen, t.name, "by-key")},
-		{Name: "config", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "config")},
-		{Name: "cursors", Mode: syscall.S_IFDIR, Ino: ino(t.gen, t.name, "cursors")},
-		{Name: "stats", Mode: syscall.S_IFREG, Ino: ino(t.gen, t.name, "stats")},
+	entries := make([]fuse.DirEntry, 0, len(topicEntries)+topic.NumPartitions())
+	for _, e := range topicEntries {
+		entries = append(entries, fuse.DirEntry{Name: e.name, Mode: e.mode, Ino: ino(t.gen, t.name, e.name)})
 	}
 	for id := range topic.NumPartitions() {
 		loc := partLoc{topic: t.name, gen: t.gen, id: id}
