@@ -129,9 +129,13 @@ type cleanRound struct {
 	readAll int64     // bytes read in both passes, for progress logs
 	nextLog int64
 	// legacyHorizon is Kafka's legacyDeleteHorizonMs (legacyDeleteHorizon);
-	// retainLegacy says whether the segment being cleaned keeps its legacy
-	// tombstones: its last modification is later than legacyHorizon.
+	// cleaning is the segment being cleaned, and retainLegacy (once
+	// legacyKnown) whether it keeps its legacy tombstones: its last
+	// modification is later than legacyHorizon. Only a legacy batch asks
+	// (a stat of the segment's file).
 	legacyHorizon int64
+	cleaning      *engine.Segment
+	legacyKnown   bool
 	retainLegacy  bool
 	// producers holds the last record of each active producer, whose
 	// batch is kept, emptied if need be (Kafka's
@@ -199,6 +203,16 @@ func (c *cleaner) clean(ctx context.Context, p *engine.Partition, now time.Time,
 		"records_kept", r.run.RecordsKept, "records_dropped", r.run.RecordsDropped,
 		"map_full", r.run.MapFull, "duration_ms", r.run.DurationMs)
 	return r.run, nil
+}
+
+// retainsLegacy says whether the segment being cleaned keeps its legacy
+// tombstones (cleanRound.retainLegacy).
+func (r *cleanRound) retainsLegacy() bool {
+	if !r.legacyKnown {
+		r.retainLegacy = r.cleaning.LastModified().UnixMilli() > r.legacyHorizon
+		r.legacyKnown = true
+	}
+	return r.retainLegacy
 }
 
 // legacyDeleteHorizon is Kafka's legacyDeleteHorizonMs: the last
@@ -566,7 +580,7 @@ func (o *groupOutput) write(s *engine.Segment, pos int64, raw []byte, same bool)
 func (r *cleanRound) cleanSegment(m *OffsetMap, s *engine.Segment, out *groupOutput, tr *txnTracker, lastSeg bool) error {
 	r.run.SegmentsIn++
 	r.run.BytesIn += s.Size()
-	r.retainLegacy = s.LastModified().UnixMilli() > r.legacyHorizon
+	r.cleaning, r.legacyKnown = s, false
 	end := s.Size()
 	err := r.forEachBatch(s, 0, "clean", func(b *record.Batch, pos int64) (bool, error) {
 		last := lastSeg && pos+int64(b.Size()) >= end
@@ -645,7 +659,7 @@ func (r *cleanRound) filterBatch(m *OffsetMap, b *record.Batch, tr *txnTracker, 
 		horizon = -1
 	}
 	keepHorizon := horizon
-	if b.Magic < 2 && !r.retainLegacy {
+	if b.Magic < 2 && !r.retainsLegacy() {
 		keepHorizon = 0 // passed: the segment-time rule drops its tombstones
 	}
 	kept, nTomb := r.keepRecords(m, b, recs, keepHorizon, discardRecords)
