@@ -22,14 +22,9 @@ var (
 // partitions ids together: two ListOffsets rounds for all of them, sent
 // at once, instead of two per partition (backend.OffsetsLister).
 func (t *Topic) PartitionOffsets(ctx context.Context, ids []int) (map[int]backend.Offsets, error) {
-	ps := make([]*Partition, len(ids))
-	ids32 := make([]int32, len(ids))
-	for i, id := range ids {
-		p, err := t.partition(id)
-		if err != nil {
-			return nil, err
-		}
-		ps[i], ids32[i] = p, int32(id)
+	ps, ids32, err := t.partitions(ids)
+	if err != nil {
+		return nil, err
 	}
 	var starts map[int32]int64
 	var serrs map[int32]error
@@ -58,14 +53,9 @@ func (t *Topic) PartitionOffsets(ctx context.Context, ids []int) (map[int]backen
 // backend.TopicSnapshotter.
 func (t *Topic) Snapshots(ctx context.Context, from map[int]int64) (map[int]*backend.Snapshot, error) {
 	ids := slices.Sorted(maps.Keys(from))
-	ps := make([]*Partition, len(ids))
-	ids32 := make([]int32, len(ids))
-	for i, id := range ids {
-		p, err := t.partition(id)
-		if err != nil {
-			return nil, err
-		}
-		ps[i], ids32[i] = p, int32(id)
+	ps, ids32, err := t.partitions(ids)
+	if err != nil {
+		return nil, err
 	}
 	ends, errs := t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted)
 	out := make(map[int]*backend.Snapshot, len(ids))
@@ -84,4 +74,19 @@ func (t *Topic) Snapshots(ctx context.Context, from map[int]int64) (map[int]*bac
 		out[ids[i]] = snap
 	}
 	return out, nil
+}
+
+// partitions returns partitions ids of t, and their ids as the protocol
+// has them.
+func (t *Topic) partitions(ids []int) ([]*Partition, []int32, error) {
+	ps := make([]*Partition, len(ids))
+	ids32 := make([]int32, len(ids))
+	for i, id := range ids {
+		p, err := t.partition(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		ps[i], ids32[i] = p, int32(id)
+	}
+	return ps, ids32, nil
 }
