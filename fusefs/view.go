@@ -47,8 +47,7 @@ type viewNode struct {
 		mtime    time.Time
 		seen     bool
 		seenSize int64
-		seenAt   viewEnds    // the offsets seenSize was measured at (noteSize)
-		openers  map[int]int // handles open per process (callerHolds)
+		seenAt   viewEnds // the offsets seenSize was measured at (noteSize)
 	}
 }
 
@@ -221,12 +220,11 @@ func (v *viewNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrO
 // cluster view whose size is not known without fetching.
 func (v *viewNode) statSize(ctx context.Context) (size int64, exact bool, err error) {
 	if st := v.openState(); st != nil {
-		if st.streaming() != nil && !v.callerHolds(ctx) {
-			return st.size(), false, nil
-		}
-		// The size is exact: every record up to the end at open first.
-		if err := st.awaitStream(ctx); err != nil {
-			return 0, false, err
+		if st.streaming() != nil {
+			// Not known until every record arrived; 0 makes tail, wc
+			// and the like read the view to its end (which waits for
+			// them) instead of trusting a size.
+			return 0, false, nil
 		}
 		_, s, err := st.refresh(ctx)
 		if err != nil && !v.keepsHeld("getattr", err) {
@@ -264,8 +262,6 @@ type viewHandle struct {
 	cur cursor
 
 	ahead workAhead[readAhead] // chunks rendered ahead of a sequential reader
-
-	opener int // the process that opened it (callerHolds)
 
 	// amu guards the fields below.
 	amu  sync.Mutex
@@ -400,13 +396,6 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	v.mu.opens++
 	h := &viewHandle{}
-	if v.fsys.local == nil {
-		h.opener = openerOf(ctx) // only a cluster's views stream (callerHolds)
-	}
-	if v.mu.openers == nil {
-		v.mu.openers = map[int]int{}
-	}
-	v.mu.openers[h.opener]++
 	// FOPEN_NOFLUSH: a view has nothing to flush, and without it every
 	// close(2) waits for a FLUSH round trip to the mount.
 	return h.guard(v), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
@@ -481,13 +470,6 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 
 // Release drops the state with the last handle, letting its segments go.
 func (v *viewNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
-	v.mu.Lock()
-	if h, ok := f.(*viewHandle); ok {
-		if v.mu.openers[h.opener]--; v.mu.openers[h.opener] <= 0 {
-			delete(v.mu.openers, h.opener)
-		}
-	}
-	v.mu.Unlock()
 	if h, ok := f.(*viewHandle); ok {
 		h.stop()
 		collectAfterRead(h.read)

@@ -1,13 +1,8 @@
 package fusefs
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"strconv"
 	"time"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/topicfs/topicfs/backend"
 )
@@ -15,12 +10,14 @@ import (
 // What stat(2) of a view reports where its exact size is not at hand
 // without fetching (cluster mode):
 //
-//   - A view whose records are still arriving (viewstream.go) reports the
-//     exact size to a process that has it open, waiting for them: tail -n
-//     reads backwards from st_size and lseek(SEEK_END). Every other
-//     process (ls -l, stat) is told at once what has arrived so far, with
-//     attributes the kernel keeps for a millisecond only, so that the
-//     process reading it never sees that size from the cache.
+//   - A view whose records are still arriving (viewstream.go) reports 0
+//     at once, as /proc files do: its size is not known yet. Tools that
+//     trust a size (tail -n reads backwards from st_size and
+//     lseek(SEEK_END), wc -c seeks near it) read a 0-sized file to its end
+//     instead, and reads wait for the records. Waiting for them in stat
+//     made cat's own fstat wait for the whole fetch; answering with what
+//     had arrived made tail print lines from the middle (the kernel keeps
+//     even a 1 ms attribute until its next clock tick).
 //   - A view nobody has open reports its size when it was last open on
 //     this mount, as long as the partition still has the offsets it was
 //     measured at (its end, and for records its log start); else 0, the
@@ -107,71 +104,4 @@ func (ps *partState) noteOffsets(offs backend.Offsets) {
 	ps.mu.Lock()
 	ps.mu.offs, ps.mu.offsAt = offs, time.Now()
 	ps.mu.Unlock()
-}
-
-// callerHolds reports whether the process asking (ctx's caller) has a
-// handle of the view open, itself or through an ancestor whose open file
-// it inherited (a shell opening `< records` for a command it runs).
-func (v *viewNode) callerHolds(ctx context.Context) bool {
-	c, ok := fuse.FromContext(ctx)
-	if !ok || c.Pid == 0 {
-		return true // not known: the exact answer is the safe one
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	pid := int(c.Pid)
-	for range maxAncestors {
-		tgid, ppid, ok := procOf(pid)
-		if !ok {
-			return false
-		}
-		if v.mu.openers[tgid] > 0 {
-			return true
-		}
-		if ppid <= 1 {
-			return false
-		}
-		pid = ppid
-	}
-	return false
-}
-
-// maxAncestors bounds how far up its ancestry a caller's open handles are
-// looked for.
-const maxAncestors = 8
-
-// openerOf is the process (thread group) that asks in ctx, or 0.
-func openerOf(ctx context.Context) int {
-	c, ok := fuse.FromContext(ctx)
-	if !ok || c.Pid == 0 {
-		return 0
-	}
-	tgid, _, _ := procOf(int(c.Pid))
-	return tgid
-}
-
-// procOf reads the thread group and parent of task pid (a FUSE request
-// names the calling thread) from /proc.
-func procOf(pid int) (tgid, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0, false
-	}
-	tgid, ppid = -1, -1
-	for line := range bytes.Lines(b) {
-		name, val, found := bytes.Cut(line, []byte(":"))
-		if !found {
-			continue
-		}
-		switch string(name) {
-		case "Tgid":
-			tgid, _ = strconv.Atoi(string(bytes.TrimSpace(val)))
-		case "PPid":
-			ppid, _ = strconv.Atoi(string(bytes.TrimSpace(val)))
-		}
-		if tgid >= 0 && ppid >= 0 {
-			return tgid, ppid, true
-		}
-	}
-	return 0, 0, false
 }

@@ -94,17 +94,3 @@ func (st *viewState) streamStep(ctx context.Context, s backend.Stream) (oldSize,
 	err = st.takeInLocked(ctx, snap)
 	return oldSize, st.mu.size, err
 }
-
-// awaitStream takes in every record of the view's range, waiting for
-// those still arriving: what stat(2) needs to report the exact size.
-func (st *viewState) awaitStream(ctx context.Context) error {
-	for {
-		s := st.streaming()
-		if s == nil {
-			return nil
-		}
-		if _, _, err := st.streamStep(ctx, s); err != nil {
-			return err
-		}
-	}
-}

@@ -73,30 +73,36 @@ func TestClusterViewStreams(t *testing.T) {
 	assert.Equal(t, strings.TrimSpace(m.Sh(t, fmt.Sprintf(`seq %d | grep -c 7`, n))), strings.TrimSpace(out))
 }
 
-// TestClusterStreamingViewLetsOthersIn: while one process streams a view
-// whose fetches are held back, other processes are not made to wait for
-// that fill: stat tells them what has arrived, other views of the
-// partition read what the fill has copied, and ls -l lists the partition.
-// Once the fill ends, the view shows its exact size while closed, until
-// another client's record makes it unknown (0, which tail reads whole).
+// TestClusterStreamingViewLetsOthersIn: while a view's fetches are held
+// back, nobody waits for that fill who need not: stat reports 0 (the size
+// is not known yet), cat's own fstat does not wait, so cat prints what has
+// arrived; other views of the partition read what the fill has copied;
+// ls -l lists the partition. tail -n, which trusts a size, reads the view
+// to its end instead and is exact once the fetches flow. Once the fill
+// ends, the view shows its exact size while closed, until another
+// client's record makes it unknown (0, which tail reads whole).
 func TestClusterStreamingViewLetsOthersIn(t *testing.T) {
 	const n = 300000
 	kc := startKfake(t)
 	m := startMount(t, clusterMountOpts(t, kc, ""))
 	m.Sh(t, fmt.Sprintf(`mkdir $MNT/s && seq %d > $MNT/s/0/append`, n))
 	release, _ := holdFetches(t, kc, 1)
-
 	out := m.Sh(t, `
-		cat $MNT/s/0/records > /dev/null & reader=$!
-		# stat answers at once with what has arrived (0: not open yet).
-		until [ "$(timeout 60 stat -c %s $MNT/s/0/records)" -gt 0 ]; do sleep 0.05; done
+		exec 3< $MNT/s/0/records # streaming from here on
+		timeout 60 stat -c %s $MNT/s/0/records
+		cat $MNT/s/0/records > cat.out & reader=$!
+		for i in $(seq 600); do [ "$(stat -c %s cat.out)" -ge 6 ] && break; sleep 0.05; done
+		kill $reader; wait $reader || true
+		head -c 6 cat.out
 		timeout 60 head -n 1 $MNT/s/0/records.jsonl | cut -c1-11
 		timeout 60 head -n 1 $MNT/s/0/by-offset/10
 		timeout 60 ls -l $MNT/s/0 | grep -c records
-		kill $reader; wait $reader || true`)
-	assert.Equal(t, "{\"offset\":0\n11\n2\n", out, "nobody waited for the held-back fill")
-
+		tail -n 2 $MNT/s/0/records > tail.out 2> tail.err & echo $! > tail.pid`)
+	assert.Equal(t, "0\n1\n2\n3\n{\"offset\":0\n11\n2\n", out, "nobody waited for the held-back fill")
 	release()
+	assert.Equal(t, fmt.Sprintf("%d\n%d\n", n-1, n), m.Sh(t, `while kill -0 $(cat tail.pid) 2>/dev/null; do sleep 0.05; done; cat tail.out`),
+		"tail -n read the view whole: the last lines, not those of what had arrived")
+
 	want := m.Sh(t, fmt.Sprintf(`seq %d | wc -c`, n))
 	assert.Equal(t, want, m.Sh(t, `cat $MNT/s/0/records > /dev/null; stat -c %s $MNT/s/0/records`),
 		"the size measured while open is shown while closed")
