@@ -133,22 +133,16 @@ func (mp *MirrorPartition) release() { <-mp.sem }
 // Errors: backend.ErrOffsetOutOfRange (from below the cluster's log
 // start, or end below from), the fetch's errors, ctx's.
 func (mp *MirrorPartition) Snapshot(ctx context.Context, src Source, from, end int64) (*backend.Snapshot, error) {
-	if snap, ok, err := mp.snapshotJoined(ctx, from, end); ok {
+	// A fill in the background, which the next caller of an overlapping
+	// range joins instead of queueing behind it (each fetch of a fill is
+	// bounded by the request timeout, a queue of fills is not).
+	r, snap, err := mp.reader(ctx, src, from, end)
+	if r == nil {
 		return snap, err
 	}
-	if err := mp.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer mp.release()
-	from, err := mp.beginLocked(ctx, src, from, end)
-	if err != nil {
-		return nil, err
-	}
-	if err := mp.fillLocked(ctx, src, from, end, nil); err != nil {
-		mp.floor = math.MaxInt64
-		return nil, err
-	}
-	return mp.finishLocked(from, end)
+	defer r.Close()
+	snap, _, err = r.next(ctx, r.from, true)
+	return snap, err
 }
 
 // beginLocked starts a fill of [from, end) (Snapshot, Stream): it
@@ -224,17 +218,17 @@ func (mp *MirrorPartition) purge() {
 // the cluster's log is no longer the one the copy was made from.
 var errDiverged = errors.New("the cluster's log diverged from the mirror")
 
-// fillLocked fetches from the copy's end until it reaches end and knows
-// the outcome of every transaction open below end, or the cluster has no
-// more. The markers of the transactions a read_committed end (a last
-// stable offset) leaves open lie below the high watermark of that moment:
-// the first high watermark this call sees bounds the extra fetching.
-//
-// A streaming fill (s not nil) hands what arrived to s's waiting readers
-// after each append, and goes on to the largest end of the readers that
-// joined it (mirrorStream.target); once it has handed anything out it
+// fillLocked runs fill s: it fetches from the copy's end until it
+// reaches the end of s (the largest end of the readers that joined it,
+// mirrorStream.target) and knows the outcome of every transaction open
+// below it, or the cluster has no more. The markers of the transactions
+// a read_committed end (a last stable offset) leaves open lie below the
+// high watermark of that moment: the first high watermark seen after the
+// end last moved bounds the extra fetching. It hands what arrived to the
+// waiting readers after each append; once it has handed anything out it
 // cannot restart the copy, and fails instead.
-func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end int64, s *mirrorStream) error {
+func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, s *mirrorStream) error {
+	from, end := s.from, int64(-1)
 	bound := int64(-1)
 	restarted := false
 	fetches0 := mp.fetches.Load()
@@ -242,19 +236,15 @@ func (mp *MirrorPartition) fillLocked(ctx context.Context, src Source, from, end
 	defer func() { ahead.drop() }()
 	for {
 		le := mp.p.LogEndOffset()
-		if s != nil && s.target(le, &end, &bound) || s == nil && mp.reachedAt(le, end, bound) {
+		if s.target(le, &end, &bound) {
 			return nil
 		}
 		res, err := ahead.take(le, s)
 		ahead = nil
-		switch {
-		case res != nil || err != nil:
-		case s != nil:
+		if res == nil && err == nil {
 			// A fetch of its own, so that readers asking for more while
 			// it travels are answered (take).
 			res, err = startPrefetch(ctx, src, le, mp.fetchSize(fetches0)).take(le, s)
-		default:
-			res, err = src.Fetch(ctx, le, mp.fetchSize(fetches0))
 		}
 		if err != nil {
 			return err
@@ -333,7 +323,7 @@ func (pf *prefetch) take(le int64, s *mirrorStream) (*FetchResult, error) {
 		select {
 		case <-pf.done:
 			waiting = false
-		case <-s.asked():
+		case <-s.ask:
 			s.progress()
 		}
 	}

@@ -69,21 +69,9 @@ var _ backend.Stream = (*streamReader)(nil)
 // stays in the copy. A Stream or Snapshot of a range a running fill covers
 // joins that fill (its end moves up to the new range's end if need be).
 func (mp *MirrorPartition) Stream(ctx context.Context, src Source, from, end int64) (snap *backend.Snapshot, stream backend.Stream, err error) {
-	r := mp.join(from, end)
+	r, snap, err := mp.reader(ctx, src, from, end)
 	if r == nil {
-		if err := mp.acquire(ctx); err != nil {
-			return nil, nil, err
-		}
-		if from, err = mp.beginLocked(ctx, src, from, end); err != nil {
-			mp.release()
-			return nil, nil, err
-		}
-		if mp.reached(end, -1) {
-			defer mp.release()
-			snap, err := mp.finishLocked(from, end)
-			return snap, nil, err
-		}
-		r = mp.startFill(ctx, src, from, end)
+		return snap, nil, err
 	}
 	snap, last, err := r.next(ctx, r.from, false)
 	if err != nil || last {
@@ -91,6 +79,29 @@ func (mp *MirrorPartition) Stream(ctx context.Context, src Source, from, end int
 		return snap, nil, err
 	}
 	return snap, r, nil
+}
+
+// reader returns a reader of [from, end) of a fill: the one running, or
+// one it starts; or, when the copy holds the whole range already, a
+// Snapshot of it.
+func (mp *MirrorPartition) reader(ctx context.Context, src Source, from, end int64) (*streamReader, *backend.Snapshot, error) {
+	if r := mp.join(from, end); r != nil {
+		return r, nil, nil
+	}
+	if err := mp.acquire(ctx); err != nil {
+		return nil, nil, err
+	}
+	from, err := mp.beginLocked(ctx, src, from, end)
+	if err != nil {
+		mp.release()
+		return nil, nil, err
+	}
+	if mp.reached(end, -1) {
+		defer mp.release()
+		snap, err := mp.finishLocked(from, end)
+		return nil, snap, err
+	}
+	return mp.startFill(ctx, src, from, end), nil, nil
 }
 
 // startFill starts a streaming fill of [from, end) by the caller, who
@@ -147,7 +158,7 @@ func (s *mirrorStream) run(ctx context.Context, src Source) {
 	mp := s.mp
 	defer close(s.finished)
 	defer mp.release()
-	err := mp.fillLocked(ctx, src, s.from, s.end, s)
+	err := mp.fillLocked(ctx, src, s)
 	s.mu.Lock()
 	s.ending, s.done, s.err = true, true, err
 	waits := s.waits
@@ -187,9 +198,6 @@ func (s *mirrorStream) target(le int64, end, bound *int64) (stop bool) {
 // holding sem, after each append and when a reader asks while a fetch
 // travels.
 func (s *mirrorStream) progress() {
-	if s == nil {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kept := s.waits[:0]
@@ -207,21 +215,9 @@ func (s *mirrorStream) progress() {
 	s.waits = kept
 }
 
-// asked is the channel a waiting reader signals on (nil for no stream: it
-// never fires).
-func (s *mirrorStream) asked() <-chan struct{} {
-	if s == nil {
-		return nil
-	}
-	return s.ask
-}
-
 // handedOut reports whether a reader got records of this fill: the copy
 // may then no longer start over.
 func (s *mirrorStream) handedOut() bool {
-	if s == nil {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handed
@@ -294,19 +290,6 @@ func (r *streamReader) Close() {
 			<-s.finished
 		}
 	})
-}
-
-// snapshotJoined is Snapshot of a range a running fill covers: it waits
-// for the whole range as a reader of that fill; ok is false when no fill
-// covers it.
-func (mp *MirrorPartition) snapshotJoined(ctx context.Context, from, end int64) (snap *backend.Snapshot, ok bool, err error) {
-	r := mp.join(from, end)
-	if r == nil {
-		return nil, false, nil
-	}
-	defer r.Close()
-	snap, _, err = r.next(ctx, r.from, true)
-	return snap, true, err
 }
 
 // snapshotOf takes a Snapshot of what the copy holds of [from, end)

@@ -263,6 +263,11 @@ type viewHandle struct {
 
 	ahead workAhead[readAhead] // chunks rendered ahead of a sequential reader
 
+	// until is the partition's end when the handle opened a view another
+	// handle held open (cluster mode): the records below it are the
+	// handle's to read, and an error short of them is not an end.
+	until int64
+
 	// amu guards the fields below.
 	amu  sync.Mutex
 	end  int64 // view position where the last read ended
@@ -387,15 +392,21 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	v.fsys.awaitTails(ctx, v.loc.topic) // a final line closed just before (appendline.go)
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	h := &viewHandle{}
 	if v.mu.st == nil {
 		st, ps, err := v.newState(ctx)
 		if err != nil {
 			return nil, 0, v.fsys.errno("open", err)
 		}
 		v.mu.st, v.mu.ps = st, ps
+	} else if v.fsys.local == nil {
+		// Another handle's content, which may end before this open: the
+		// records up to the end now are owed to this handle.
+		if offs, err := v.mu.ps.offsets(ctx); err == nil {
+			h.until = offs.End
+		}
 	}
 	v.mu.opens++
-	h := &viewHandle{}
 	// FOPEN_NOFLUSH: a view has nothing to flush, and without it every
 	// close(2) waits for a FLUSH round trip to the mount.
 	return h.guard(v), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
@@ -412,9 +423,12 @@ func (v *viewNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 	}
 	for off >= st.size() {
 		// Past what the view holds: records of its range still arriving
-		// (wait for them), else appends since (never wait).
+		// (wait for them), else appends since (never wait). Only a view
+		// that holds every record up to its handle's open goes on with
+		// what it holds when the backend cannot be asked (keepsHeld):
+		// short of that, a reader would take an early end for the end.
 		streaming := st.streaming() != nil
-		if _, _, err := st.refresh(ctx); err != nil && !v.keepsHeld("read", err) {
+		if _, _, err := st.refresh(ctx); err != nil && (st.endOffset() < h.until || !v.keepsHeld("read", err)) {
 			return nil, v.fsys.errno("read", err)
 		}
 		if !streaming {

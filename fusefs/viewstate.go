@@ -212,18 +212,22 @@ func (st *viewState) settleWholeLocked(ctx context.Context, i int) {
 }
 
 // refresh takes in what was appended since: the growth of the last held
-// segment and any newer segments. It returns the old and new size.
+// segment and any newer segments. It returns the old and new size. The
+// snapshot is taken without st.mu held (in a cluster it may fetch, up
+// to the request timeout): readers of what the view holds go on
+// meanwhile, and takeInLocked keeps only what is newer than what it has.
 func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err error) {
 	if s := st.streaming(); s != nil {
 		return st.streamStep(ctx, s)
 	}
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	oldSize = st.mu.size
-	if st.mu.failed != nil {
-		return oldSize, oldSize, st.mu.failed
+	failed, released := st.mu.failed, st.mu.released
+	st.mu.Unlock()
+	if failed != nil {
+		return oldSize, oldSize, failed
 	}
-	if st.mu.released {
+	if released {
 		return oldSize, oldSize, nil
 	}
 	snap, err := st.ps.p.Snapshot(ctx, st.from)
@@ -231,6 +235,12 @@ func (st *viewState) refresh(ctx context.Context) (oldSize, newSize int64, err e
 		return oldSize, oldSize, err
 	}
 	defer snap.Release()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	oldSize = st.mu.size
+	if st.mu.released {
+		return oldSize, oldSize, nil
+	}
 	err = st.takeInLocked(ctx, snap)
 	return oldSize, st.mu.size, err
 }
@@ -318,6 +328,13 @@ func (st *viewState) size() int64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.mu.size
+}
+
+// endOffset returns the offset the view stops before now.
+func (st *viewState) endOffset() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mu.end
 }
 
 // extent returns the view's size and end offset, and whether it holds

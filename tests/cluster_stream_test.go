@@ -114,3 +114,24 @@ func TestClusterStreamingViewLetsOthersIn(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "a size measured before another client's record is not shown")
 	assert.Equal(t, "other\n", m.Sh(t, `tail -n 1 $MNT/s/0/records`))
 }
+
+// TestClusterSharedViewOwesItsEnd: a view another process holds open
+// ends, for a second reader, at the partition's end when that reader
+// opened it. When the records past the holder's end cannot be fetched
+// (the cluster holds every fetch back past the request timeout), the
+// second reader's cat fails instead of ending early with exit status 0.
+func TestClusterSharedViewOwesItsEnd(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, "\"request.timeout.ms\" = 2000\n"))
+	m.Sh(t, `mkdir $MNT/s && seq 1000 > $MNT/s/0/append && cat $MNT/s/0/records > /dev/null
+		sleep 600 < $MNT/s/0/records > /dev/null 2>&1 & echo $! > holder.pid`)
+	t.Cleanup(func() { _, _, _ = m.ShErr(`kill $(cat holder.pid)`) })
+	holdFetches(t, kc, 0)
+	produceValues(t, kc, "s", 0, "1001", "1002")
+	stdout, stderr, err := m.ShErr(`
+		sleep 1.5 # the mount's idea of the partition's end is at most 1 s old
+		cat $MNT/s/0/records | wc -l`)
+	require.Error(t, err, "cat of records it could not fetch failed: stdout %q stderr %q", stdout, stderr)
+	assert.Contains(t, stderr, "cat:")
+	assert.Equal(t, "1000\n", stdout, "it printed what it had, then failed")
+}
