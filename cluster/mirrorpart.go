@@ -66,6 +66,11 @@ type MirrorPartition struct {
 
 	filling atomic.Pointer[mirrorStream] // a Stream's fill in the background
 
+	// want is the topic id the cluster's metadata gives now (Expect): a
+	// copy of another id (a topic deleted and made again under the same
+	// name) starts over at the next fill, and no reader joins its fill.
+	want atomic.Pointer[[16]byte]
+
 	used int64        // Mirror.clock when last asked for (guarded by Mirror.mu)
 	pins atomic.Int32 // Mirror.Use calls in progress: not to be evicted
 
@@ -163,11 +168,46 @@ func (mp *MirrorPartition) beginLocked(ctx context.Context, src Source, from, en
 	if from < 0 || end < from {
 		return 0, fmt.Errorf("%w: records [%d, %d) of %s-%d", backend.ErrOffsetOutOfRange, from, end, mp.key.topic, mp.key.partition)
 	}
+	if err := mp.adoptWantedLocked(); err != nil {
+		return 0, err
+	}
 	if err := mp.prepareLocked(from); err != nil {
 		return 0, err
 	}
 	mp.floor = from
 	return from, nil
+}
+
+// Expect tells the copy the topic id the cluster's metadata gives now
+// (zero: not known, as from a broker before Kafka 2.8).
+func (mp *MirrorPartition) Expect(id [16]byte) {
+	if id != ([16]byte{}) {
+		mp.want.Store(&id)
+	}
+}
+
+// wanted reports whether a copy made of topic id is of the topic the
+// metadata names now (an unknown id on either side counts as the same).
+func (mp *MirrorPartition) wanted(id [16]byte) bool {
+	w := mp.want.Load()
+	return w == nil || id == ([16]byte{}) || *w == id
+}
+
+// adoptWantedLocked marks a copy of another topic id than Expect's for a
+// restart (prepareLocked) and takes the new id as the copy's.
+func (mp *MirrorPartition) adoptWantedLocked() error {
+	if mp.wanted(mp.topicID) {
+		return nil
+	}
+	id := *mp.want.Load()
+	mp.m.logger.Info("cluster: the topic was deleted and made again: its local copy starts over",
+		"topic", mp.key.topic, "partition", mp.key.partition)
+	mp.broken = true
+	if err := mp.m.writeTopicID(mp.dir, id); err != nil {
+		return fmt.Errorf("cluster: mirror %s: %w", mp.dir, err)
+	}
+	mp.topicID = id
+	return nil
 }
 
 // prepareLocked restarts the copy at from unless it holds from, or ends

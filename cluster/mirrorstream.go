@@ -22,6 +22,7 @@ import (
 type mirrorStream struct {
 	mp     *MirrorPartition
 	from   int64
+	id     [16]byte // the topic id of the copy when the fill began
 	cancel context.CancelFunc
 
 	ask chan struct{} // a reader began waiting (room for one)
@@ -109,7 +110,7 @@ func (mp *MirrorPartition) reader(ctx context.Context, src Source, from, end int
 // reader of it.
 func (mp *MirrorPartition) startFill(ctx context.Context, src Source, from, end int64) *streamReader {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &mirrorStream{mp: mp, from: from, end: end, users: 1, cancel: cancel,
+	s := &mirrorStream{mp: mp, from: from, id: mp.topicID, end: end, users: 1, cancel: cancel,
 		ask: make(chan struct{}, 1), finished: make(chan struct{})}
 	mp.filling.Store(s)
 	go s.run(fctx, src)
@@ -130,7 +131,7 @@ func (mp *MirrorPartition) join(from, end int64) *streamReader {
 	if from == backend.FromStart {
 		from = s.from
 	}
-	if s.ending || s.users == 0 || from < s.from || end < from {
+	if s.ending || s.users == 0 || from < s.from || end < from || !mp.wanted(s.id) {
 		return nil
 	}
 	s.users++

@@ -429,6 +429,7 @@ func (p *Partition) onCopy(fn func(mp *MirrorPartition) error) error {
 	var opened bool
 	err := p.c.mirror.Use(p.c.clusterID, p.topic, p.id, func(mp *MirrorPartition) error {
 		opened = true
+		mp.Expect(p.t.topicID())
 		return fn(mp)
 	})
 	if err != nil && !opened {

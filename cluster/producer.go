@@ -71,6 +71,16 @@ func (c *Cluster) currentProducer() *producer {
 	return c.producer
 }
 
+// purgeTopic makes the clients forget topic (a topic deleted and made
+// again under its name): the producer's records still buffered for the
+// old topic fail, and the next produce and request look the new one up.
+func (c *Cluster) purgeTopic(topic string) {
+	c.client.PurgeTopicsFromClient(topic)
+	if pr := c.currentProducer(); pr != nil {
+		pr.cl.PurgeTopicsFromClient(topic)
+	}
+}
+
 // renewProducer replaces the producer if it makes batches of topic larger
 // than limit, its max.message.bytes now: lowered since the producer took
 // it, every batch of many small records would be refused

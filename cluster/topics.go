@@ -252,6 +252,13 @@ type Topic struct {
 const topicFresh = time.Second
 
 // fresh reports whether the topic was read within topicFresh.
+// topicID returns the topic's id as last read.
+func (t *Topic) topicID() [16]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id
+}
+
 func (t *Topic) fresh() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -335,8 +342,22 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	if err != nil { // loadSettings dropped what does not pass alone
 		return nil, err
 	}
+	recreated := false
+	defer func() {
+		if recreated {
+			t.c.purgeTopic(t.name) // (after t.mu is let go)
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.id != ([16]byte{}) && mt.TopicID != ([16]byte{}) && mt.TopicID != t.id {
+		// Deleted and made again by another client: the clients hold the
+		// old id, with which every produce and request fails
+		// (UNKNOWN_TOPIC_ID) until the topic is purged from them. The
+		// local copies start over at their next fill (MirrorPartition.Expect).
+		t.c.log.Info("cluster: the topic was deleted and made again by another client", "topic", t.name)
+		recreated = true
+	}
 	for len(t.parts) < len(mt.Partitions) {
 		t.parts = append(t.parts, &Partition{c: t.c, t: t, topic: t.name, id: int32(len(t.parts))})
 	}
