@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -129,6 +130,7 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 		case name == "replication.factor":
 			errs = append(errs, checkReplicationFactor(v, rf))
 		default:
+			errs = append(errs, checkKafkaValue(name, v))
 			plan.broker[name] = v
 		}
 	}
@@ -145,6 +147,22 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 		return alterPlan{}, fmt.Errorf("cluster: %s: nothing changed: %w", t.name, err)
 	}
 	return plan, nil
+}
+
+// checkKafkaValue checks the value of a broker config the engine also
+// has (retention.ms, segment.bytes, ...) against the range and form
+// Kafka's own validators give, before the broker is asked: a broker that
+// validates less (or a test double) must not take retention.ms=abc. Other
+// names are the broker's to judge.
+func checkKafkaValue(name, v string) error {
+	if !engine.IsTopicSetting(name) {
+		return nil
+	}
+	cfg := engine.DefaultConfig()
+	if err := cfg.Set(name, v); err != nil {
+		return fmt.Errorf("%w: %w", backend.ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // checkReplicationFactor accepts only the current replication factor.

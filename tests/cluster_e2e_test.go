@@ -297,6 +297,17 @@ func TestClusterConfig(t *testing.T) {
 	assert.Equal(t, "cat: write error: Invalid argument\n", errOut)
 	assert.Equal(t, "1234", brokerConfig(t, kc, "c", "retention.ms"), "nothing of the write applied")
 	assert.Equal(t, before, m.Sh(t, `cat $MNT/c/config`))
+
+	// Values of configs Kafka and the engine share are checked as Kafka's
+	// validators check them, whether or not the broker does (kfake does
+	// not).
+	for _, line := range []string{"retention.ms=abc", "retention.ms=-5", "segment.bytes=10", "cleanup.policy=sometimes"} {
+		_, errOut, err := m.ShErr(fmt.Sprintf(`echo %s > $MNT/c/config`, line))
+		require.Error(t, err, line)
+		assert.Contains(t, errOut, "Invalid argument", line)
+	}
+	assert.Equal(t, "1234", brokerConfig(t, kc, "c", "retention.ms"))
+	assert.Equal(t, before, m.Sh(t, `cat $MNT/c/config`))
 }
 
 // TestClusterPartitionStats: a cluster partition's stats file (read with
