@@ -155,8 +155,8 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 // validates less (or a test double) must not take retention.ms=abc. Other
 // names are the broker's to judge.
 func checkKafkaValue(name, v string) error {
-	if !engine.IsTopicSetting(name) {
-		return nil
+	if v == "" || !engine.IsTopicSetting(name) {
+		return nil // (empty: back to the broker's default)
 	}
 	cfg := engine.DefaultConfig()
 	if err := cfg.Set(name, v); err != nil {
