@@ -35,6 +35,11 @@ type mirrorStream struct {
 	ending   bool // the fill reached end or failed: nobody joins any more
 	done     bool
 	err      error
+	// kept holds the fill's range from its end until the last reader
+	// closes: a reader that asks only then (next after done) must find
+	// the segments the cap would delete once the fill no longer keeps
+	// them (floor).
+	kept     *backend.Snapshot
 	finished chan struct{} // closed when the fill has ended and released sem
 }
 
@@ -162,6 +167,9 @@ func (s *mirrorStream) run(ctx context.Context, src Source) {
 	err := mp.fillLocked(ctx, src, s)
 	s.mu.Lock()
 	s.ending, s.done, s.err = true, true, err
+	if err == nil {
+		s.kept, _ = mp.snapshotLocked(s.from, s.end)
+	}
 	waits := s.waits
 	s.waits = nil
 	s.mu.Unlock()
@@ -289,6 +297,10 @@ func (r *streamReader) Close() {
 		if last {
 			s.cancel()
 			<-s.finished
+			if s.kept != nil {
+				s.kept.Release() // (set before finished: no lock needed)
+				s.kept = nil
+			}
 		}
 	})
 }
