@@ -27,14 +27,14 @@ type mirrorStream struct {
 
 	ask chan struct{} // a reader began waiting (room for one)
 
-	mu       sync.Mutex
-	end      int64 // the largest end of the readers: where the fill goes
-	users    int   // readers not closed; the last to close stops the fill
-	waits    []streamWait
-	handed   bool // a snapshot was handed out: the copy may not restart
-	ending   bool // the fill reached end or failed: nobody joins any more
-	done     bool
-	err      error
+	mu     sync.Mutex
+	end    int64 // the largest end of the readers: where the fill goes
+	users  int   // readers not closed; the last to close stops the fill
+	waits  []streamWait
+	handed bool // a snapshot was handed out: the copy may not restart
+	ending bool // the fill reached end or failed: nobody joins any more
+	done   bool
+	err    error
 	// kept holds the fill's range from its end until the last reader
 	// closes: a reader that asks only then (next after done) must find
 	// the segments the cap would delete once the fill no longer keeps
