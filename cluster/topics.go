@@ -99,10 +99,14 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 	if err := t.refresh(ctx); err != nil {
 		if ok && errors.Is(err, backend.ErrUnknownTopic) { // deleted by another client
 			c.mu.Lock()
-			if c.topics[name] == t {
+			forgot := c.topics[name] == t
+			if forgot {
 				delete(c.topics, name)
 			}
 			c.mu.Unlock()
+			if forgot {
+				c.purgeTopic(name) // a topic made again under the name has another id
+			}
 		}
 		return nil, err
 	}
@@ -214,6 +218,7 @@ func (c *Cluster) DeleteTopic(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.topics, name)
 	c.mu.Unlock()
+	c.purgeTopic(name) // a topic made again under the name has another id
 	c.maxBytes.Delete(name)
 	if err := c.mirror.RemoveTopic(c.clusterID, name); err != nil {
 		c.log.Warn("cluster: could not remove the local copy of a deleted topic", "topic", name, "err", err)

@@ -62,3 +62,14 @@ func TestClusterTopicRecreatedByAnotherClient(t *testing.T) {
 	assert.Equal(t, "fresh3\n", m.Sh(t, `cat $MNT/r/0/records`))
 	assert.Equal(t, fmt.Sprintf("%s\n", `{"offset":0`), m.Sh(t, `cut -c1-11 $MNT/r/0/records.jsonl`))
 }
+
+// TestClusterRmdirMkdirAppends: a topic removed and made again through the
+// mount takes appends at once, at partition and topic level (the producer
+// forgets the old topic's id when the mount deletes it).
+func TestClusterRmdirMkdirAppends(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/v && seq 1 3 > $MNT/v/0/append`)
+	m.Sh(t, `rmdir $MNT/v && mkdir $MNT/v && seq 4 6 > $MNT/v/0/append && echo 7 > $MNT/v/append`)
+	assert.Equal(t, []string{"4", "5", "6", "7"}, consumeValues(t, kc, "v", 0, 4))
+}
