@@ -118,6 +118,14 @@ func (d *byKeyDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if err != nil {
 		return nil, d.fsys.errno("readdir", err)
 	}
+	// Keys whose writers closed but are not yet released (the kernel
+	// sends RELEASE after close(2) returned) are appended first, so that
+	// `echo v > by-key/K; ls by-key` lists K.
+	for _, ch := range d.Children() {
+		if n, ok := ch.Operations().(*byKeyNode); ok {
+			n.awaitWriters(ctx)
+		}
+	}
 	return &keyStream{d: d, n: t.NumPartitions()}, 0
 }
 
