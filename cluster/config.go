@@ -107,6 +107,10 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 	var errs []error
 	t.mu.Lock()
 	stored, rf, n := maps.Clone(t.stored), t.rf, len(t.parts)
+	known := make(map[string]bool, len(t.configs))
+	for _, bc := range t.configs {
+		known[bc.name] = true
+	}
 	t.mu.Unlock()
 	localChanged := false
 	for _, name := range slices.Sorted(maps.Keys(kv)) {
@@ -129,6 +133,13 @@ func (t *Topic) plan(ctx context.Context, kv map[string]string) (alterPlan, erro
 			errs = append(errs, err)
 		case name == "replication.factor":
 			errs = append(errs, checkReplicationFactor(v, rf))
+		case !known[name]:
+			// What the broker does not describe for the topic it does not
+			// know (a broker describes every topic config it has): refused
+			// here, as Kafka would, so that a typo is not stored by a
+			// broker that keeps any name.
+			errs = append(errs, fmt.Errorf("%w: %s: no such topic config (the broker describes none of that name)",
+				backend.ErrInvalidConfig, name))
 		default:
 			errs = append(errs, checkKafkaValue(name, v))
 			plan.broker[name] = v

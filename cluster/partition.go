@@ -224,19 +224,26 @@ func (p *Partition) Offsets(ctx context.Context) (backend.Offsets, error) {
 // bounds lists the log start offset and the end: the high watermark, or
 // with readCommitted the last stable offset.
 func (p *Partition) bounds(ctx context.Context, readCommitted bool) (backend.Offsets, error) {
-	var start int64
-	var serr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		start, serr = p.listOffset(ctx, earliestTS, false)
-	}()
-	end, err := p.listOffset(ctx, latestTS, readCommitted)
-	<-done
+	var start, end int64
+	var serr, err error
+	together(
+		func() { start, serr = p.listOffset(ctx, earliestTS, false) },
+		func() { end, err = p.listOffset(ctx, latestTS, readCommitted) })
 	if err = cmp.Or(serr, err); err != nil {
 		return backend.Offsets{}, err
 	}
 	return backend.Offsets{LogStart: start, End: end}, nil
+}
+
+// together runs fns at once and returns when all have: requests that do
+// not depend on each other cost the time of the slowest.
+func together(fns ...func()) {
+	var wg sync.WaitGroup
+	for _, fn := range fns[1:] {
+		wg.Go(fn)
+	}
+	fns[0]()
+	wg.Wait()
 }
 
 // LastStable returns the last stable offset: where read_committed readers
@@ -381,8 +388,12 @@ func (c *Cluster) listOffsetsOnce(ctx context.Context, topic string, ids []int32
 // It ends at the high watermark asked for now (the last stable offset
 // with Options.ReadCommitted), fetching only what the copy lacks.
 func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
-	end, err := p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
-	if err != nil {
+	var end int64
+	var err, ierr error
+	together(
+		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
+		func() { ierr = p.t.checkID(ctx) })
+	if err = cmp.Or(ierr, err); err != nil {
 		return nil, err
 	}
 	return p.snapshot(ctx, from, end)
@@ -391,8 +402,12 @@ func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot
 // SnapshotLast is Snapshot of the last n records (fewer if the log holds
 // fewer): the bounds and the end are listed together, once.
 func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapshot, error) {
-	offs, err := p.bounds(ctx, p.c.opts.ReadCommitted)
-	if err != nil {
+	var offs backend.Offsets
+	var err, ierr error
+	together(
+		func() { offs, err = p.bounds(ctx, p.c.opts.ReadCommitted) },
+		func() { ierr = p.t.checkID(ctx) })
+	if err = cmp.Or(ierr, err); err != nil {
 		return nil, err
 	}
 	return p.snapshot(ctx, max(offs.End-n, offs.LogStart), offs.End)
@@ -413,8 +428,12 @@ func (p *Partition) snapshot(ctx context.Context, from, end int64) (snap *backen
 // stream hands it out (backend.Streamer). A view read end to end by cat
 // then gets its first bytes while the partition is still being fetched.
 func (p *Partition) SnapshotStream(ctx context.Context, from int64) (snap *backend.Snapshot, stream backend.Stream, err error) {
-	end, err := p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
-	if err != nil {
+	var end int64
+	var ierr error
+	together(
+		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
+		func() { ierr = p.t.checkID(ctx) })
+	if err = cmp.Or(ierr, err); err != nil {
 		return nil, nil, err
 	}
 	err = p.onCopy(func(mp *MirrorPartition) error {

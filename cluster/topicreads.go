@@ -26,15 +26,11 @@ func (t *Topic) PartitionOffsets(ctx context.Context, ids []int) (map[int]backen
 	if err != nil {
 		return nil, err
 	}
-	var starts map[int32]int64
-	var serrs map[int32]error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		starts, serrs = t.c.listOffsets(ctx, t.name, ids32, earliestTS, false)
-	}()
-	ends, errs := t.c.listOffsets(ctx, t.name, ids32, latestTS, false)
-	<-done
+	var starts, ends map[int32]int64
+	var serrs, errs map[int32]error
+	together(
+		func() { starts, serrs = t.c.listOffsets(ctx, t.name, ids32, earliestTS, false) },
+		func() { ends, errs = t.c.listOffsets(ctx, t.name, ids32, latestTS, false) })
 	out := make(map[int]backend.Offsets, len(ids))
 	for i, p := range ps {
 		if err := cmp.Or(serrs[p.id], errs[p.id]); err != nil {
@@ -57,7 +53,15 @@ func (t *Topic) Snapshots(ctx context.Context, from map[int]int64) (map[int]*bac
 	if err != nil {
 		return nil, err
 	}
-	ends, errs := t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted)
+	var ends map[int32]int64
+	var errs map[int32]error
+	var ierr error
+	together(
+		func() { ends, errs = t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted) },
+		func() { ierr = t.checkID(ctx) })
+	if ierr != nil {
+		return nil, ierr
+	}
 	out := make(map[int]*backend.Snapshot, len(ids))
 	for i, p := range ps {
 		if err := errs[p.id]; err != nil {

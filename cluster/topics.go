@@ -360,8 +360,13 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 		// old id, with which every produce and request fails
 		// (UNKNOWN_TOPIC_ID) until the topic is purged from them. The
 		// local copies start over at their next fill (MirrorPartition.Expect).
-		t.c.log.Info("cluster: the topic was deleted and made again by another client", "topic", t.name)
+		t.c.log.Info("cluster: the topic was deleted and made again by another client", "topic", t.name,
+			"partitions", len(mt.Partitions))
 		recreated = true
+		// New Partition values: the new topic may have fewer partitions,
+		// and nothing the mount keyed by the old ones (view and offset
+		// state) belongs to it. Handles open on the old ones keep them.
+		t.parts = nil
 	}
 	for len(t.parts) < len(mt.Partitions) {
 		t.parts = append(t.parts, &Partition{c: t.c, t: t, topic: t.name, id: int32(len(t.parts))})
@@ -373,6 +378,32 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	t.c.maxBytes.Store(t.name, int32(t.settings.MaxRecordBytes))
 	t.c.renewProducer(t.name, t.settings.MaxRecordBytes)
 	return mt, nil
+}
+
+// checkID asks the cluster for the topic's id and reads the topic again if
+// it is another: a topic another client deleted and made again under the
+// name is then the one a read takes records from, with no window in
+// which the local copy of the old one is served (Snapshots check beside
+// their ListOffsets, so the check costs no time of its own). A fetch finds
+// out by itself; a read the copy answers alone would not.
+func (t *Topic) checkID(ctx context.Context) error {
+	id := t.topicID()
+	if id == ([16]byte{}) {
+		return nil // a broker before Kafka 2.8: topics have no id
+	}
+	resp, err := t.c.metadata(ctx, []string{t.name})
+	if err != nil {
+		return mapErr("topic "+t.name, err)
+	}
+	mt, err := metadataTopic(resp, t.name)
+	if err != nil {
+		t.stale()
+		return err
+	}
+	if mt.TopicID == id || mt.TopicID == ([16]byte{}) {
+		return nil
+	}
+	return t.refresh(ctx)
 }
 
 // metadataTopic finds topic in resp, mapping its error.

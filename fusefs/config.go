@@ -167,6 +167,9 @@ func parseConfigLines(lines [][]byte) (map[string]string, error) {
 			return nil, fmt.Errorf("%w: config line %q has no '='", backend.ErrInvalidConfig, line)
 		}
 		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, fmt.Errorf("%w: config line %q has no name before '='", backend.ErrInvalidConfig, line)
+		}
 		if _, dup := kv[name]; dup {
 			return nil, fmt.Errorf("%w: %s is set twice in one write", backend.ErrInvalidConfig, name)
 		}

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,12 @@ import (
 // independent client, as another Kafka user would.
 func recreateTopic(t *testing.T, kc *kfake.Cluster, topic string) {
 	t.Helper()
+	recreateTopicWith(t, kc, topic, 1)
+}
+
+// recreateTopicWith is recreateTopic with partitions partitions.
+func recreateTopicWith(t *testing.T, kc *kfake.Cluster, topic string, partitions int32) {
+	t.Helper()
 	cl := kafkaClient(t, kc)
 	ctx, cancel := context.WithTimeout(context.Background(), harnessDeadline)
 	defer cancel()
@@ -27,7 +35,7 @@ func recreateTopic(t *testing.T, kc *kfake.Cluster, topic string) {
 	require.NoError(t, err)
 	create := kmsg.NewPtrCreateTopicsRequest()
 	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, 1, 3
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, partitions, 3
 	create.Topics = append(create.Topics, ct)
 	resp, err := create.RequestWith(ctx, cl)
 	require.NoError(t, err)
@@ -61,6 +69,47 @@ func TestClusterTopicRecreatedByAnotherClient(t *testing.T) {
 	m.Remount()
 	assert.Equal(t, "fresh3\n", m.Sh(t, `cat $MNT/r/0/records`))
 	assert.Equal(t, fmt.Sprintf("%s\n", `{"offset":0`), m.Sh(t, `cut -c1-11 $MNT/r/0/records.jsonl`))
+}
+
+// TestClusterTopicRecreatedReadAtOnce: the first read after another client
+// makes a topic again shows the new topic's records, even when the mount
+// looked the topic up a moment before and its copy of the old topic holds
+// more than the new one's end (no fetch would notice).
+func TestClusterTopicRecreatedReadAtOnce(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/q && seq 100 > $MNT/q/0/append`)
+	require.Equal(t, "100\n", m.Sh(t, `wc -l < $MNT/q/0/records`))
+	recreateTopic(t, kc, "q")
+	produceValues(t, kc, "q", 0, "new1", "new2")
+	assert.Equal(t, "new1\nnew2\n", m.Sh(t, `cat $MNT/q/0/records`))
+	assert.Equal(t, "new2\n", m.Sh(t, `cat $MNT/q/0/by-offset/-1`))
+	assert.Equal(t, "new1\nnew2\n", m.Sh(t, `cat $MNT/q/cursors/c`), "a topic cursor (Topic.Snapshots)")
+}
+
+// TestClusterTopicRecreatedWithFewerPartitions: a topic another client makes
+// again with fewer partitions loses the partitions beyond the new count at
+// once through a live mount: ls, lookups and topic-level appends see the
+// new count, and no record goes to a partition that is gone.
+func TestClusterTopicRecreatedWithFewerPartitions(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/f && echo num.partitions=4 > $MNT/f/config && seq 4 > $MNT/f/3/append`)
+	require.Equal(t, "0 1 2 3\n", m.Sh(t, `cd $MNT/f && echo [0-9]*`))
+
+	recreateTopicWith(t, kc, "f", 2)
+	assert.Eventually(t, func() bool {
+		return m.Sh(t, `cd $MNT/f && echo [0-9]*`) == "0 1\n"
+	}, 30*time.Second, 100*time.Millisecond, "the partitions beyond the new count are gone")
+	_, stderr, err := m.ShErr(`cat $MNT/f/3/records`)
+	assert.Error(t, err)
+	assert.Contains(t, stderr, "No such file or directory")
+	assert.Equal(t, "num.partitions=2\n", m.Sh(t, `grep num.partitions $MNT/f/config`))
+	m.Sh(t, `seq 10 > $MNT/f/append`)
+	n0, err := strconv.Atoi(strings.TrimSpace(m.Sh(t, `wc -l < $MNT/f/0/records`)))
+	require.NoError(t, err)
+	got := append(consumeValues(t, kc, "f", 0, n0), consumeValues(t, kc, "f", 1, 10-n0)...)
+	assert.ElementsMatch(t, strings.Fields(m.Sh(t, `seq 10`)), got, "every line of the topic append is in one of the two partitions")
 }
 
 // TestClusterRmdirMkdirAppends: a topic removed and made again through the
