@@ -378,12 +378,7 @@ func (c *Cluster) check(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{}
-	resp, err := req.RequestWith(ctx, c.client)
-	if err == nil && len(resp.Brokers) == 0 {
-		err = errors.New("the metadata lists no brokers")
-	}
+	resp, err := c.firstMetadata(ctx)
 	if err != nil {
 		return c.openError(err)
 	}
@@ -394,6 +389,36 @@ func (c *Cluster) check(ctx context.Context) error {
 		c.clusterID = "unknown"
 	}
 	return nil
+}
+
+// firstMetadata asks for the cluster's metadata until a broker answers,
+// the check's time is up, or a failure says asking again cannot help: a
+// refused or unroutable connection is asked again (a cluster started
+// beside the mount may not listen yet), as Kafka's own tools do within
+// their timeout; an authentication or TLS failure is not.
+func (c *Cluster) firstMetadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp, err := req.RequestWith(ctx, c.client)
+		if err == nil && len(resp.Brokers) == 0 {
+			err = errors.New("the metadata lists no brokers")
+		}
+		if err == nil || !refusedConn(err) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// refusedConn reports a connection nothing answered: refused, or no route.
+func refusedConn(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH)
 }
 
 // openError classifies a failed check, preferring the last connection

@@ -73,6 +73,37 @@ func TestSASLSCRAM(t *testing.T) {
 	assert.Equal(t, CauseAuthentication, oe.Cause, "%v", oe)
 }
 
+// TestOpenWaitsForTheCluster: a cluster that starts listening after the
+// mount began (both started together) is connected to: refused
+// connections are asked again within the request timeout.
+func TestOpenWaitsForTheCluster(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	logs := &logBuf{}
+	o := Options{Bootstrap: []string{ln.Addr().String()}, StateDir: t.TempDir(), CacheDir: t.TempDir(),
+		RequestTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	type opened struct {
+		c   *Cluster
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		c, err := Open(context.Background(), o)
+		done <- opened{c, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Open returned before any broker listened: %v", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	newKfake(t, kfake.NumBrokers(1), kfake.Ports(port))
+	r := <-done
+	require.NoError(t, r.err)
+	require.NoError(t, r.c.Close())
+}
+
 // TestUnreachable: bootstrap servers that refuse connections, and one
 // that accepts and never answers, fail Open within the request timeout
 // (the client's own retry timeout, 30 s, is far above the bound checked),
