@@ -79,8 +79,11 @@ func BenchmarkAppendWrite(b *testing.B) {
 
 // discardLog accepts appends and keeps nothing.
 type discardLog struct {
-	backend.Partition // only AppendEach is used
+	backend.Partition // only AppendEach and the names are used
 }
+
+func (discardLog) Topic() string { return "discard" }
+func (discardLog) ID() int       { return 0 }
 
 func (discardLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	n := 0

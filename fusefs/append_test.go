@@ -25,10 +25,16 @@ import (
 
 // fakeLog records appends and fails them on demand.
 type fakeLog struct {
-	backend.Partition // only AppendEach is used
+	backend.Partition // only AppendEach and the names are used
 	fail              error
 	got               []string
 }
+
+func (f *fakeLog) Topic() string { return "fake" }
+func (f *fakeLog) ID() int       { return 0 }
+
+func (g *groupLog) Topic() string { return "group" }
+func (g *groupLog) ID() int       { return 0 }
 
 func (f *fakeLog) AppendEach(_ context.Context, groups [][]record.Record) (int64, int64, error) {
 	if f.fail != nil {
@@ -115,7 +121,7 @@ func TestRecordSizeMatchesEncoder(t *testing.T) {
 // groupLog is a partition with AppendEach: it records every call's groups
 // (one batch each) and fails them on demand.
 type groupLog struct {
-	backend.Partition // only AppendEach is used
+	backend.Partition // only AppendEach and the names are used
 	mu                sync.Mutex
 	fail              error
 	calls             [][][]string

@@ -63,9 +63,9 @@ type fsys struct {
 
 	mu struct {
 		sync.Mutex
-		gens    map[string]uint64                // topic → generation, bumped when it is deleted
-		parts   map[backend.Partition]*partState // partitions with view or notifier state
-		writers map[string]int                   // topic → open append/config write handles
+		gens    map[string]uint64      // topic → generation, bumped when it is deleted
+		parts   map[partKey]*partState // partitions with view or notifier state
+		writers map[string]int         // topic → open append/config write handles
 		// released is closed (and replaced) whenever a write handle is
 		// released or drops its tail hold, to wake a waiting rmdir or
 		// reader.
@@ -91,7 +91,7 @@ func newFsys(b backend.Backend, opts Options) *fsys {
 	}
 	f.keys = newKeyIndexes(f, opts.KeyIndexMemory, spill)
 	f.mu.gens = map[string]uint64{}
-	f.mu.parts = map[backend.Partition]*partState{}
+	f.mu.parts = map[partKey]*partState{}
 	f.mu.writers = map[string]int{}
 	f.mu.released = make(chan struct{})
 	f.mu.tails = map[*appendHandle]tailHold{}
@@ -182,21 +182,31 @@ func (f *fsys) partition(ctx context.Context, l partLoc) (backend.Partition, *pa
 func (f *fsys) partState(p backend.Partition) *partState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ps := f.mu.parts[p]
-	if ps == nil {
+	key := partKey{p.Topic(), p.ID()}
+	ps := f.mu.parts[key]
+	if ps == nil || ps.p != p {
+		// A new partition value for the name (a topic made again by
+		// another client) replaces the old one's state: views open on
+		// the old one keep theirs, as after rmdir.
 		ps = newPartState(f, p)
-		f.mu.parts[p] = ps
+		f.mu.parts[key] = ps
 	}
 	return ps
+}
+
+// partKey names a partition in fsys's state.
+type partKey struct {
+	topic string
+	id    int
 }
 
 // notified returns a channel closed once the views of p that the kernel
 // knows have been told of its growth, or nil if there are none.
 func (f *fsys) notified(p backend.Partition) chan struct{} {
 	f.mu.Lock()
-	ps := f.mu.parts[p]
+	ps := f.mu.parts[partKey{p.Topic(), p.ID()}]
 	f.mu.Unlock()
-	if ps == nil {
+	if ps == nil || ps.p != p {
 		return nil
 	}
 	return ps.notified()
@@ -275,9 +285,9 @@ func (f *fsys) deleteTopic(ctx context.Context, name string) syscall.Errno {
 		return f.errno("rmdir", err)
 	}
 	f.mu.gens[name]++
-	for p := range f.mu.parts {
-		if p.Topic() == name {
-			delete(f.mu.parts, p) // open views keep their partState and segments
+	for key := range f.mu.parts {
+		if key.topic == name {
+			delete(f.mu.parts, key) // open views keep their partState and segments
 		}
 	}
 	go f.keys.dropTopic(name, f.mu.gens[name]) // closing waits for the follower: not under f.mu
