@@ -132,6 +132,23 @@ type Pending interface {
 	Wait() (first, last int64, err error)
 }
 
+// Verifier is a Topic that can make sure it is still the topic of its
+// name: in a cluster another client may delete a topic and make it again
+// under the name, which a lookup that reuses what it read would miss.
+type Verifier interface {
+	// Verify reads the topic again if the topic of its name is another
+	// one now (ErrUnknownTopic if there is none).
+	Verify(ctx context.Context) error
+}
+
+// VerifyTopic calls t's Verify where it has one.
+func VerifyTopic(ctx context.Context, t Topic) error {
+	if v, ok := t.(Verifier); ok {
+		return v.Verify(ctx)
+	}
+	return nil
+}
+
 // OffsetsLister is a Topic that lists the offsets of many partitions in
 // one round (a cluster: one ListOffsets per leader, not two per
 // partition).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,6 +159,13 @@ func (p *Partition) produceErr(ctx context.Context, err error) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.opts.DeliveryTimeout/10)
 	defer cancel()
 	switch s := sentinelOf(err); {
+	case s == backend.ErrUnknownTopic || strings.Contains(err.Error(), kgoPurged):
+		// The topic was deleted (and maybe made again) while the records
+		// were buffered or in flight: like any Kafka producer's, they
+		// fail; none is written to a topic made again.
+		p.c.log.Warn("cluster: append failed: the topic was deleted while its records were in flight",
+			"topic", p.topic, "partition", p.id, "err", err)
+		return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrUnknownTopic, err)
 	case s == backend.ErrRecordTooLarge:
 		// max.message.bytes may have been lowered by another client: read
 		// it, which renews the producer if its batches are now too large.
@@ -175,6 +183,10 @@ func (p *Partition) produceErr(ctx context.Context, err error) error {
 	}
 	return mapErr(op, err)
 }
+
+// kgoPurged is the text of the error kgo fails buffered records with when
+// their topic is purged from the client (it does not export it).
+const kgoPurged = "topic purged while buffered"
 
 // warnISR logs, and reports, a partition whose in-sync replicas are fewer
 // than min.insync.replicas, or a refusal that says so (err).

@@ -237,6 +237,7 @@ type Topic struct {
 	name string
 
 	alterMu sync.Mutex // one AlterConfig at a time: the stored settings are read, changed, written
+	readMu  sync.Mutex // held while read publishes what it read (after a purge, if the id changed)
 
 	mu       sync.Mutex
 	id       [16]byte // the topic id (zero from a broker before Kafka 2.8)
@@ -347,27 +348,28 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	if err != nil { // loadSettings dropped what does not pass alone
 		return nil, err
 	}
-	recreated := false
-	defer func() {
-		if recreated {
-			t.c.purgeTopic(t.name) // (after t.mu is let go)
-		}
-	}()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.id != ([16]byte{}) && mt.TopicID != ([16]byte{}) && mt.TopicID != t.id {
+	t.readMu.Lock() // one topic id change is noticed, and purged, once
+	defer t.readMu.Unlock()
+	if old := t.topicID(); old != ([16]byte{}) && mt.TopicID != ([16]byte{}) && mt.TopicID != old {
 		// Deleted and made again by another client: the clients hold the
 		// old id, with which every produce and request fails
-		// (UNKNOWN_TOPIC_ID) until the topic is purged from them. The
-		// local copies start over at their next fill (MirrorPartition.Expect).
+		// (UNKNOWN_TOPIC_ID) until the topic is purged from them; records
+		// they buffer fail. The purge comes before the new id and
+		// partitions are seen, so appends that see them are not purged.
+		// The local copies start over at their next fill
+		// (MirrorPartition.Expect).
 		t.c.log.Info("cluster: the topic was deleted and made again by another client", "topic", t.name,
 			"partitions", len(mt.Partitions))
-		recreated = true
+		t.c.purgeTopic(t.name)
+		t.mu.Lock()
 		// New Partition values: the new topic may have fewer partitions,
 		// and nothing the mount keyed by the old ones (view and offset
 		// state) belongs to it. Handles open on the old ones keep them.
 		t.parts = nil
+		t.mu.Unlock()
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for len(t.parts) < len(mt.Partitions) {
 		t.parts = append(t.parts, &Partition{c: t.c, t: t, topic: t.name, id: int32(len(t.parts))})
 	}
@@ -387,6 +389,12 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 // their ListOffsets, so the check costs no time of its own). A fetch finds
 // out by itself; a read the copy answers alone would not.
 func (t *Topic) checkID(ctx context.Context) error {
+	return t.Verify(ctx)
+}
+
+// Verify is checkID for the file tree (backend.Verifier): appends check
+// at open, so that they go to a topic made again, not to the old id.
+func (t *Topic) Verify(ctx context.Context) error {
 	id := t.topicID()
 	if id == ([16]byte{}) {
 		return nil // a broker before Kafka 2.8: topics have no id

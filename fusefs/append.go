@@ -94,7 +94,7 @@ func (a *appendNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
 		return nil, 0, syscall.EACCES
 	}
-	t, err := a.fsys.topic(ctx, a.topic, a.gen)
+	t, err := a.fsys.writeTopic(ctx, a.topic, a.gen)
 	if err != nil {
 		return nil, 0, a.fsys.errno("open", err)
 	}

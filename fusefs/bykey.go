@@ -173,7 +173,7 @@ func (d *byKeyDir) Unlink(ctx context.Context, name string) syscall.Errno {
 // put appends (key, value) to the key's partition (murmur2, as append
 // places keyed records); a nil value is a tombstone.
 func (d *byKeyDir) put(ctx context.Context, key, value []byte, op string) syscall.Errno {
-	t, err := d.fsys.topic(ctx, d.topic, d.gen)
+	t, err := d.fsys.writeTopic(ctx, d.topic, d.gen)
 	if err != nil {
 		return d.fsys.errno(op, err)
 	}

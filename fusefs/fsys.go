@@ -165,6 +165,17 @@ func (f *fsys) topic(ctx context.Context, name string, gen uint64) (backend.Topi
 	return f.b.Topic(ctx, name)
 }
 
+// writeTopic is topic for a writer: it makes sure the topic is still the
+// one of its name (backend.Verifier), so that records written right after
+// another client made the topic again go to the new one.
+func (f *fsys) writeTopic(ctx context.Context, name string, gen uint64) (backend.Topic, error) {
+	t, err := f.topic(ctx, name, gen)
+	if err != nil {
+		return nil, err
+	}
+	return t, backend.VerifyTopic(ctx, t)
+}
+
 // partition resolves l to the engine partition and its view state.
 func (f *fsys) partition(ctx context.Context, l partLoc) (backend.Partition, *partState, error) {
 	t, err := f.topic(ctx, l.topic, l.gen)

@@ -19,7 +19,7 @@ type keyIndexes struct {
 	f      *fsys
 	budget *keyindex.Budget
 	mu     sync.Mutex
-	open   map[partLoc]*keyindex.Index
+	open   map[partLoc]openIndex
 	closed bool
 }
 
@@ -27,7 +27,7 @@ func newKeyIndexes(f *fsys, memory int64, dir string) *keyIndexes {
 	if memory <= 0 {
 		memory = DefaultKeyIndexMemory
 	}
-	return &keyIndexes{f: f, budget: keyindex.NewBudget(memory, dir), open: map[partLoc]*keyindex.Index{}}
+	return &keyIndexes{f: f, budget: keyindex.NewBudget(memory, dir), open: map[partLoc]openIndex{}}
 }
 
 // get returns the index of l's partition, opening it on first use.
@@ -45,23 +45,37 @@ func (k *keyIndexes) get(ctx context.Context, l partLoc) (*keyindex.Index, error
 
 func (k *keyIndexes) of(l partLoc, p backend.Partition) (*keyindex.Index, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.closed {
+		k.mu.Unlock()
 		return nil, backend.ErrClosed
 	}
-	x := k.open[l]
-	if x == nil {
-		x = keyindex.Open(p, k.budget, k.f.log)
-		k.open[l] = x
+	o := k.open[l]
+	var replaced *keyindex.Index
+	if o.x == nil || o.p != p {
+		// A new partition value for the name is another log (a topic
+		// made again by another client): its keys are indexed anew.
+		replaced = o.x
+		o = openIndex{x: keyindex.Open(p, k.budget, k.f.log), p: p}
+		k.open[l] = o
 	}
-	return x, nil
+	k.mu.Unlock()
+	if replaced != nil {
+		replaced.Close() // closing waits for its follower: not under k.mu
+	}
+	return o.x, nil
+}
+
+// openIndex is an open index and the partition value it indexes.
+type openIndex struct {
+	x *keyindex.Index
+	p backend.Partition
 }
 
 // peek returns l's index if it is open.
 func (k *keyIndexes) peek(l partLoc) *keyindex.Index {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.open[l]
+	return k.open[l].x
 }
 
 // startTables opens the indexes of every partition of the compacted
@@ -94,9 +108,9 @@ func (k *keyIndexes) startTables(ctx context.Context) {
 func (k *keyIndexes) dropTopic(topic string, gen uint64) {
 	k.mu.Lock()
 	var drop []*keyindex.Index
-	for l, x := range k.open {
+	for l, o := range k.open {
 		if l.topic == topic && l.gen < gen {
-			drop = append(drop, x)
+			drop = append(drop, o.x)
 			delete(k.open, l)
 		}
 	}
@@ -113,8 +127,8 @@ func (k *keyIndexes) close() {
 	open := k.open
 	k.open = nil
 	k.mu.Unlock()
-	for _, x := range open {
-		x.Close()
+	for _, o := range open {
+		o.x.Close()
 	}
 }
 

@@ -87,6 +87,23 @@ func TestClusterTopicRecreatedReadAtOnce(t *testing.T) {
 	assert.Equal(t, "new1\nnew2\n", m.Sh(t, `cat $MNT/q/cursors/c`), "a topic cursor (Topic.Snapshots)")
 }
 
+// TestClusterTopicRecreatedKeysAndAppends: right after another client makes
+// a topic again, an append lands in the new topic, and by-key shows the
+// new topic's keys only (the index of the old one is dropped).
+func TestClusterTopicRecreatedKeysAndAppends(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/k && echo parse.key=true > $MNT/k/config && printf 'a\t1\n' > $MNT/k/append`)
+	require.Equal(t, "1\n", m.Sh(t, `cat $MNT/k/by-key/a`))
+	recreateTopic(t, kc, "k")
+	m.Sh(t, `printf 'b\t2\n' > $MNT/k/append`)
+	assert.Equal(t, []string{"2"}, consumeValues(t, kc, "k", 0, 1), "the append is in the new topic")
+	assert.Equal(t, "2\n", m.Sh(t, `cat $MNT/k/by-key/b`))
+	assert.Equal(t, "b\n", m.Sh(t, `ls $MNT/k/by-key`))
+	_, _, err := m.ShErr(`cat $MNT/k/by-key/a`)
+	assert.Error(t, err, "the old topic's key is gone")
+}
+
 // TestClusterTopicRecreatedWithFewerPartitions: a topic another client makes
 // again with fewer partitions loses the partitions beyond the new count at
 // once through a live mount: ls, lookups and topic-level appends see the
