@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/topicfs/topicfs/backend"
@@ -83,6 +84,10 @@ var kerrSentinels = map[*kerr.Error]error{
 	kerr.UnsupportedVersion:                 backend.ErrInvalidConfig,
 }
 
+// kgoConnDied is the text of the error kgo returns for a request whose
+// broker connection died (it does not export it).
+const kgoConnDied = "the broker connection has died"
+
 // sentinelOf returns the backend error err means, or nil if it means none.
 func sentinelOf(err error) error {
 	var ke *kerr.Error
@@ -98,6 +103,8 @@ func sentinelOf(err error) error {
 		return backend.ErrTimedOut
 	case errors.Is(err, kgo.ErrClientClosed):
 		return backend.ErrClosed
+	case strings.Contains(err.Error(), kgoConnDied):
+		return backend.ErrUnavailable
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):

@@ -99,6 +99,8 @@ type Cluster struct {
 	retiring map[*producer]struct{} // producers replaced, finishing what they hold
 	closing  bool                   // no more producers
 
+	lookups outage // the last topic lookup that could not reach the cluster
+
 	mu       sync.Mutex
 	topics   map[string]*Topic
 	watchers map[partKey]*watcher

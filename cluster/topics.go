@@ -96,7 +96,12 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 	if ok && t.fresh() {
 		return t, nil
 	}
-	if err := t.refresh(ctx); err != nil {
+	if err := c.lookups.recent(); err != nil {
+		return nil, err
+	}
+	err := t.refresh(ctx)
+	c.lookups.note(err)
+	if err != nil {
 		if ok && errors.Is(err, backend.ErrUnknownTopic) { // deleted by another client
 			c.mu.Lock()
 			forgot := c.topics[name] == t

@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/topicfs/topicfs/backend"
+)
+
+// outageWindow is how long a lookup that could not reach the cluster
+// answers the lookups after it at once with its error. The kernel lets
+// one lookup of a name run and queues the others behind it; each would
+// send its own request once the one before failed, so N processes
+// opening files under one topic of a cluster that stopped answering
+// waited N request timeouts. A lookup after the window asks again.
+const outageWindow = 2 * time.Second
+
+// outage is the last failure of a topic lookup to reach the cluster.
+type outage struct {
+	mu  sync.Mutex
+	err error
+	at  time.Time
+}
+
+// recent returns the failure of a lookup within outageWindow, or nil.
+func (o *outage) recent() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil || time.Since(o.at) >= outageWindow {
+		return nil
+	}
+	return fmt.Errorf("%w (a lookup %s ago had no answer either)", o.err, time.Since(o.at).Round(time.Millisecond))
+}
+
+// note remembers err if it says the cluster could not be reached, and
+// forgets an earlier failure on success (err nil).
+func (o *outage) note(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case err == nil:
+		o.err = nil
+	case errors.Is(err, backend.ErrTimedOut), errors.Is(err, backend.ErrUnavailable):
+		o.err, o.at = err, time.Now()
+	}
+}

@@ -1,0 +1,61 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/topicfs/topicfs/backend"
+)
+
+// TestLookupsAfterAnUnansweredOne: while the cluster does not answer, the
+// lookup after one that timed out fails at once with its error, without a
+// request of its own (the kernel runs lookups of one name one after the
+// other, so each would wait a request timeout in turn); after
+// outageWindow, with the cluster answering again, lookups work.
+func TestLookupsAfterAnUnansweredOne(t *testing.T) {
+	kc := newKfake(t)
+	c, _ := openTest(t, kc, func(o *Options) { o.RequestTimeout = 500 * time.Millisecond })
+	mkTopic(t, c, "quiet", 1)
+	time.Sleep(topicFresh) // the lookup must ask the cluster
+
+	var mu sync.Mutex
+	metadata := 0
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		metadata++
+		mu.Unlock()
+		kc.SleepControl(func() { <-gate })
+		return nil, nil, false
+	})
+	seen := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return metadata
+	}
+	ctx := context.Background()
+	_, err := c.Topic(ctx, "quiet")
+	require.ErrorIs(t, err, backend.ErrTimedOut)
+	asked := seen()
+	require.Positive(t, asked)
+	for range 5 {
+		_, err = c.Topic(ctx, "quiet")
+		assert.ErrorIs(t, err, backend.ErrTimedOut)
+	}
+	assert.Equal(t, asked, seen(), "the lookups after it sent no request")
+
+	release()
+	time.Sleep(outageWindow)
+	_, err = c.Topic(ctx, "quiet")
+	assert.NoError(t, err, "the cluster answers again")
+}
