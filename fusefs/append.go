@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/topicfs/topicfs/backend"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -12,8 +12,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/internal/panics"
 )
 
 // Append files: the node (open, write, flush, fsync, close) and the handle
@@ -132,7 +134,34 @@ func (a *appendNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	if !ok {
 		return 0
 	}
-	return h.flush()
+	return a.fsys.interruptible(ctx, "flush", h.flush)
+}
+
+// interruptible runs fn (a wait for acknowledgements, which a cluster
+// that stopped answering makes last up to delivery.timeout.ms) and
+// returns its errno, or EINTR as soon as the request is interrupted: a
+// writer killed in close(2) or fsync(2) is then gone at once, not after
+// the delivery timeout. fn finishes in the background (its records are
+// appended or fail, and its handle's next call reports that).
+func (f *fsys) interruptible(ctx context.Context, op string, fn func() syscall.Errno) syscall.Errno {
+	done := make(chan syscall.Errno, 1)
+	go func() {
+		errno := syscall.EIO
+		defer func() {
+			if v := recover(); v != nil {
+				panics.Recovered(f.log, "fuse", op, v, debug.Stack())
+			}
+			done <- errno
+		}()
+		errno = fn()
+	}()
+	select {
+	case errno := <-done:
+		return errno
+	case <-ctx.Done():
+		f.log.Info("fusefs: interrupted while waiting for acknowledgements; they are still awaited", "op", op)
+		return syscall.EINTR
+	}
 }
 
 func (a *appendNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
@@ -140,7 +169,7 @@ func (a *appendNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) s
 	if !ok {
 		return 0
 	}
-	return h.fsync()
+	return a.fsys.interruptible(ctx, "fsync", h.fsync)
 }
 
 func (a *appendNode) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
@@ -562,6 +591,11 @@ func (h *appendHandle) fsync() syscall.Errno {
 	err := h.appendAll()
 	if serr := h.takeErr(); err == nil {
 		err = serr
+	}
+	if err != nil {
+		// The appends failed (after up to the delivery timeout): another
+		// wait in Sync would add a second one.
+		return h.fsys.errno("fsync", err)
 	}
 	for _, pb := range h.parts {
 		if pb == nil || !pb.touched {

@@ -1,0 +1,57 @@
+package tests
+
+import (
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// holdProduces makes kc hold back every Produce request until release.
+func holdProduces(t *testing.T, kc *kfake.Cluster) (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	kc.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		kc.SleepControl(func() { <-gate })
+		return nil, nil, false
+	})
+	return release
+}
+
+// TestClusterKilledWriterLeaves: a writer killed while its close(2) or
+// fsync(2) waits for acknowledgements the cluster holds back is gone at
+// once (the FLUSH or FSYNC answers EINTR), not after delivery.timeout.ms;
+// the mount goes on serving.
+func TestClusterKilledWriterLeaves(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, "\"delivery.timeout.ms\" = 120000\n"))
+	m.Sh(t, `mkdir $MNT/w && echo before > $MNT/w/0/append`)
+	release := holdProduces(t, kc)
+	for _, script := range []string{
+		`echo held > $MNT/w/0/append`,
+		`echo held | dd of=$MNT/w/0/append conv=fsync,notrunc oflag=append status=none`,
+	} {
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = append(cmd.Environ(), "MNT="+m.Path())
+		require.NoError(t, cmd.Start())
+		time.Sleep(300 * time.Millisecond) // in close or fsync, waiting
+		require.NoError(t, cmd.Process.Kill())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second): // far below the delivery timeout
+			t.Fatalf("%q: the killed writer still waits for its acknowledgements", script)
+		}
+	}
+	release()
+	assert.Equal(t, "before\n", m.Sh(t, `head -1 $MNT/w/0/records`), "the mount serves on")
+}
