@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -343,7 +344,7 @@ func (c *Cluster) clientOpts() ([]kgo.Opt, error) {
 	}
 	return append(sec,
 		kgo.SeedBrokers(o.Bootstrap...),
-		kgo.WithLogger(kgoLogger{c.log, &c.checking}),
+		kgo.WithLogger(newKgoLogger(c.log, &c.checking)),
 		kgo.WithHooks(c.conn),
 		kgo.RequestTimeoutOverhead(o.RequestTimeout),
 		kgo.RetryTimeout(o.RequestTimeout),
@@ -535,10 +536,28 @@ func (c *Cluster) closeClients() error {
 }
 
 // kgoLogger hands the client's warnings and errors to slog, as debug
-// lines while quiet is set.
+// lines while quiet is set. A message logged again within kgoRepeat is a
+// debug line too: a client retries an unreachable broker many times a
+// second, which would fill the log while the cluster is down; the next
+// warning of the message says how many it stood for.
 type kgoLogger struct {
-	log   *slog.Logger
-	quiet *atomic.Bool
+	log    *slog.Logger
+	quiet  *atomic.Bool
+	mu     *sync.Mutex
+	repeat map[string]*kgoRepeats
+}
+
+// kgoRepeat is the least time between two warnings of one kgo message.
+const kgoRepeat = 10 * time.Second
+
+// kgoRepeats is when a message was last warned of, and how often since.
+type kgoRepeats struct {
+	at     time.Time
+	hidden int
+}
+
+func newKgoLogger(log *slog.Logger, quiet *atomic.Bool) kgoLogger {
+	return kgoLogger{log: log, quiet: quiet, mu: &sync.Mutex{}, repeat: map[string]*kgoRepeats{}}
 }
 
 func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
@@ -551,15 +570,39 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	case level == kgo.LogLevelError:
 		lv = slog.LevelError
 	}
+	if lv > slog.LevelDebug {
+		l.mu.Lock()
+		r := l.repeat[msg]
+		switch {
+		case r == nil && len(l.repeat) >= 256: // bounded: an unusual message is not tracked
+		case r == nil:
+			l.repeat[msg] = &kgoRepeats{at: time.Now()}
+		case time.Since(r.at) < kgoRepeat:
+			r.hidden++
+			lv = slog.LevelDebug
+		default:
+			if r.hidden > 0 {
+				keyvals = append(keyvals, "repeated_since_last_warning", r.hidden)
+			}
+			r.at, r.hidden = time.Now(), 0
+		}
+		l.mu.Unlock()
+	}
 	l.log.Log(context.Background(), lv, "cluster: kgo: "+msg, keyvals...)
 }
 
-// safeName returns name if it is a plain file name, else a hex form of it.
+// safeName returns name if it is a plain file name, else a hex form of it,
+// or for a long name (a topic name may have 249 bytes, whose hex form is
+// beyond a file name's 255) its SHA-256 after "h=", which no topic name
+// can be ('=' is not one of Kafka's characters).
 func safeName(name string) string {
 	if len(name) <= 200 && kafkaName(name) {
 		return name
 	}
-	return fmt.Sprintf("x-%x", name)
+	if hex := fmt.Sprintf("x-%x", name); len(hex) <= 200 {
+		return hex
+	}
+	return fmt.Sprintf("h=%x", sha256.Sum256([]byte(name)))
 }
 
 // kafkaName reports a name of Kafka's characters (a-z A-Z 0-9 . _ -), not

@@ -16,12 +16,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/engine/record"
@@ -168,6 +170,27 @@ func TestDefaultStateDir(t *testing.T) {
 	assert.Equal(t, "kfake", safeName("kfake"))
 	assert.Equal(t, "x-2e2e", safeName(".."))
 	assert.Equal(t, "x-612f62", safeName("a/b"))
+	long := strings.Repeat("b", 249) // the longest topic name
+	assert.LessOrEqual(t, len(safeName(long)+".json"), 255, "a file name")
+	assert.NotEqual(t, safeName(long), safeName(strings.Repeat("b", 248)+"c"))
+	assert.Equal(t, safeName(long), safeName(long))
+}
+
+// TestKgoLoggerRepeats: a kgo warning repeated within kgoRepeat is a debug
+// line; the next warning of it says how many it stood for.
+func TestKgoLoggerRepeats(t *testing.T) {
+	logs := &logBuf{}
+	var quiet atomic.Bool
+	l := newKgoLogger(slog.New(slog.NewTextHandler(logs, nil)), &quiet)
+	for range 100 {
+		l.Log(kgo.LogLevelWarn, "unable to open connection to broker", "addr", "x")
+	}
+	l.Log(kgo.LogLevelWarn, "another message")
+	assert.Equal(t, 1, strings.Count(logs.String(), "unable to open connection"), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "another message"))
+	l.repeat["unable to open connection to broker"].at = time.Now().Add(-kgoRepeat)
+	l.Log(kgo.LogLevelWarn, "unable to open connection to broker", "addr", "x")
+	assert.Contains(t, logs.String(), "repeated_since_last_warning=99")
 }
 
 // testCA makes a CA and a certificate it signs for 127.0.0.1 (server or

@@ -36,6 +36,7 @@ var backendCases = []backendCase{
 	{"topic stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/stats > /dev/null && echo ok`, "ok\n"},
 	{"partition stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/0/stats > /dev/null && echo ok`, "ok\n"},
 	{"config line without a name or of no such config", `for l in =5 ' =5' foo.bar=1; do { echo "$l" > $MNT/t/config; } 2>/dev/null || echo refused; done; grep -c -e '^ *=' -e '^foo' $MNT/t/config || true`, "refused\nrefused\nrefused\n0\n"},
+	{"longest topic name", `L=$(head -c 249 /dev/zero | tr '\0' b); mkdir $MNT/$L && echo parse.key=true > $MNT/$L/config && grep parse.key= $MNT/$L/config; { mkdir $MNT/$L 2>&1 || true; } | grep -o exists; { mkdir $MNT/${L}b 2>&1 || true; } | grep -o Invalid`, "parse.key=true\nexists\nInvalid\n"},
 	{"unknown topic", `cat $MNT/nope/0/records 2>&1 || true`, "No such file or directory"},
 	{"unknown partition", `cat $MNT/t/7/records 2>&1 || true`, "No such file or directory"},
 	{"offset past the end", `echo a > $MNT/t/0/append; cat $MNT/t/0/by-offset/5 2>&1 || true`, "No such file or directory"},
