@@ -181,7 +181,14 @@ func (p *Partition) produceErr(ctx context.Context, err error) error {
 			return fmt.Errorf("cluster: %s: %w (%v)", op, backend.ErrNotEnoughReplicas, err)
 		}
 	}
-	return mapErr(op, err)
+	err = mapErr(op, err)
+	if errors.Is(err, backend.ErrTimedOut) || errors.Is(err, backend.ErrUnavailable) {
+		// The writer sees only an errno, often from close(2), which shells
+		// do not report: the log says what was lost and why.
+		p.c.log.Warn("cluster: append failed: records not acknowledged within delivery.timeout.ms",
+			"topic", p.topic, "partition", p.id, "delivery.timeout.ms", p.c.opts.DeliveryTimeout.Milliseconds(), "err", err)
+	}
+	return err
 }
 
 // kgoPurged is the text of the error kgo fails buffered records with when

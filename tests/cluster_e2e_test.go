@@ -232,6 +232,7 @@ func TestClusterRestartUnderMount(t *testing.T) {
 	_, err = held.WriteString("held\n")
 	require.NoError(t, err)
 	assert.ErrorIs(t, held.Close(), syscall.ETIMEDOUT)
+	assert.Contains(t, m.Stderr(), "append failed: records not acknowledged", "the log says what was lost")
 	// A new open(2) fails: it looks the topic up.
 	_, errOut, err := m.ShErr(`echo down >> $MNT/r/0/append`)
 	require.Error(t, err, "an append to a stopped cluster fails")
