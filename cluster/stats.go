@@ -48,13 +48,27 @@ type TopicStats struct {
 	ReplicationFactor int    `json:"replication_factor"`
 	MinInsyncReplicas int    `json:"min_insync_replicas"`
 	// SizeBytes sums the partitions' sizes; null if any is unknown.
-	SizeBytes       *int64           `json:"size_bytes"`
-	Health          string           `json:"health"` // the worst partition's
-	HealthDetail    string           `json:"health_detail"`
-	UnderReplicated []int32          `json:"under_replicated_partitions"`
-	AtRisk          []int32          `json:"at_risk_partitions"`
-	Offline         []int32          `json:"offline_partitions"`
-	PartitionStats  []PartitionStats `json:"partition_stats"`
+	SizeBytes       *int64  `json:"size_bytes"`
+	Health          string  `json:"health"` // the worst partition's
+	HealthDetail    string  `json:"health_detail"`
+	UnderReplicated []int32 `json:"under_replicated_partitions"`
+	AtRisk          []int32 `json:"at_risk_partitions"`
+	Offline         []int32 `json:"offline_partitions"`
+	// Offsets and ByPartition are the fields of a local topic's stats:
+	// the records between each log start and high watermark, summed, and
+	// each partition's bounds and size.
+	Offsets        int64            `json:"offsets"`
+	ByPartition    []PartitionBrief `json:"by_partition"`
+	PartitionStats []PartitionStats `json:"partition_stats"`
+}
+
+// PartitionBrief is a partition's line of the topic's stats, as a local
+// topic's stats have it (log_end_offset is the high watermark).
+type PartitionBrief struct {
+	Partition      int32  `json:"partition"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	LogEndOffset   int64  `json:"log_end_offset"`
+	SizeBytes      *int64 `json:"size_bytes"`
 }
 
 // replicationState is what metadata says of a partition's replicas.
@@ -137,10 +151,16 @@ func (t *Topic) StatsJSON(ctx context.Context) ([]byte, error) {
 	}
 	t.mu.Lock()
 	ts := TopicStats{Topic: t.name, Partitions: len(t.parts), ReplicationFactor: t.rf, MinInsyncReplicas: t.minISR,
-		Health: healthOK, UnderReplicated: []int32{}, AtRisk: []int32{}, Offline: []int32{}, PartitionStats: parts}
+		Health: healthOK, UnderReplicated: []int32{}, AtRisk: []int32{}, Offline: []int32{}, PartitionStats: parts,
+		ByPartition: []PartitionBrief{}}
 	t.mu.Unlock()
 	size, known := int64(0), true
 	for _, ps := range parts {
+		ts.ByPartition = append(ts.ByPartition, PartitionBrief{Partition: ps.Partition,
+			LogStartOffset: ps.LogStartOffset, LogEndOffset: ps.HighWatermark, SizeBytes: ps.SizeBytes})
+		if ps.LogStartOffset >= 0 && ps.HighWatermark >= ps.LogStartOffset {
+			ts.Offsets += ps.HighWatermark - ps.LogStartOffset
+		}
 		if ps.SizeBytes == nil {
 			known = false
 		} else {
@@ -179,10 +199,16 @@ func (t *Topic) stats(ctx context.Context, ids []int32) ([]PartitionStats, error
 	minISR := t.minISR
 	t.mu.Unlock()
 	c := t.c
-	start, startErrs := c.listOffsets(ctx, t.name, ids, earliestTS, false)
-	hw, hwErrs := c.listOffsets(ctx, t.name, ids, latestTS, false)
-	lso, lsoErrs := c.listOffsets(ctx, t.name, ids, latestTS, true)
-	sizes := c.logSizes(ctx, mt, ids)
+	var (
+		start, hw, lso             map[int32]int64
+		startErrs, hwErrs, lsoErrs map[int32]error
+		sizes                      map[int32]int64
+	)
+	together( // each bounded by the request timeout: together, one wait
+		func() { start, startErrs = c.listOffsets(ctx, t.name, ids, earliestTS, false) },
+		func() { hw, hwErrs = c.listOffsets(ctx, t.name, ids, latestTS, false) },
+		func() { lso, lsoErrs = c.listOffsets(ctx, t.name, ids, latestTS, true) },
+		func() { sizes = c.logSizes(ctx, mt, ids) })
 	out := make([]PartitionStats, 0, len(ids))
 	for _, id := range ids {
 		ps := PartitionStats{Topic: t.name, Partition: id, Leader: -1, LeaderEpoch: -1,

@@ -34,6 +34,7 @@ var backendCases = []backendCase{
 	{"grep", `printf 'apple\nbanana\ncherry\n' > $MNT/t/0/append; grep an $MNT/t/0/records`, "banana\n"},
 	{"topic-level append", `echo k > $MNT/t/append; cat $MNT/t/0/records`, "k\n"},
 	{"topic stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/stats > /dev/null && echo ok`, "ok\n"},
+	{"topic stats fields", `echo num.partitions=2 > $MNT/t/config; seq 1 3 > $MNT/t/0/append; seq 1 4 > $MNT/t/1/append; jq -c '[.partitions, .offsets, [.by_partition[] | [.partition, .log_start_offset, .log_end_offset, (.size_bytes > 0)]]]' $MNT/t/stats`, `[2,7,[[0,0,3,true],[1,0,4,true]]]` + "\n"},
 	{"partition stats", `seq 1 3 > $MNT/t/0/append; jq -e 'type == "object"' $MNT/t/0/stats > /dev/null && echo ok`, "ok\n"},
 	{"config line without a name or of no such config", `for l in =5 ' =5' foo.bar=1; do { echo "$l" > $MNT/t/config; } 2>/dev/null || echo refused; done; grep -c -e '^ *=' -e '^foo' $MNT/t/config || true`, "refused\nrefused\nrefused\n0\n"},
 	{"longest topic name", `L=$(head -c 249 /dev/zero | tr '\0' b); mkdir $MNT/$L && echo parse.key=true > $MNT/$L/config && grep parse.key= $MNT/$L/config; { mkdir $MNT/$L 2>&1 || true; } | grep -o exists; { mkdir $MNT/${L}b 2>&1 || true; } | grep -o Invalid`, "parse.key=true\nexists\nInvalid\n"},
