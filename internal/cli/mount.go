@@ -460,7 +460,13 @@ func unmount(srvUnmount func() error, mnt string, served <-chan struct{}, logger
 			return
 		}
 	}
-	logger.Warn("unmount failed, detaching lazily (files are still open)", "mountpoint", mnt, "err", err)
+	if strings.Contains(err.Error(), "fusermount") {
+		// go-fuse tries fusermount after umount(2) failed (EBUSY); its
+		// missing binary says nothing of why.
+		logger.Warn("unmount failed: files are still open; detaching lazily", "mountpoint", mnt)
+	} else {
+		logger.Warn("unmount failed, detaching lazily (files are still open)", "mountpoint", mnt, "err", err)
+	}
 	done, derr := detachWait(mnt, served, unmountDeadline)
 	if derr != nil {
 		logger.Error("lazy unmount failed", "mountpoint", mnt, "err", derr)
