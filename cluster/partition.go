@@ -411,7 +411,7 @@ func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot
 	var err, ierr error
 	together(
 		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.checkID(ctx) })
+		func() { ierr = p.t.Verify(ctx) })
 	if err = cmp.Or(ierr, err); err != nil {
 		return nil, err
 	}
@@ -425,7 +425,7 @@ func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapsho
 	var err, ierr error
 	together(
 		func() { offs, err = p.bounds(ctx, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.checkID(ctx) })
+		func() { ierr = p.t.Verify(ctx) })
 	if err = cmp.Or(ierr, err); err != nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (p *Partition) SnapshotStream(ctx context.Context, from int64) (snap *backe
 	var ierr error
 	together(
 		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.checkID(ctx) })
+		func() { ierr = p.t.Verify(ctx) })
 	if err = cmp.Or(ierr, err); err != nil {
 		return nil, nil, err
 	}

@@ -58,7 +58,7 @@ func (t *Topic) Snapshots(ctx context.Context, from map[int]int64) (map[int]*bac
 	var ierr error
 	together(
 		func() { ends, errs = t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted) },
-		func() { ierr = t.checkID(ctx) })
+		func() { ierr = t.Verify(ctx) })
 	if ierr != nil {
 		return nil, ierr
 	}

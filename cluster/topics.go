@@ -387,18 +387,13 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	return mt, nil
 }
 
-// checkID asks the cluster for the topic's id and reads the topic again if
-// it is another: a topic another client deleted and made again under the
-// name is then the one a read takes records from, with no window in
-// which the local copy of the old one is served (Snapshots check beside
-// their ListOffsets, so the check costs no time of its own). A fetch finds
-// out by itself; a read the copy answers alone would not.
-func (t *Topic) checkID(ctx context.Context) error {
-	return t.Verify(ctx)
-}
-
-// Verify is checkID for the file tree (backend.Verifier): appends check
-// at open, so that they go to a topic made again, not to the old id.
+// Verify asks the cluster for the topic's id and reads the topic again if
+// it is another (backend.Verifier): a topic another client deleted and
+// made again under the name is then the one a read takes records from,
+// with no window in which the local copy of the old one is served, and
+// the one an append goes to. Snapshots verify beside their ListOffsets
+// (one more request, sent at once); appends at open. A fetch finds out by
+// itself; a read the copy answers alone would not.
 func (t *Topic) Verify(ctx context.Context) error {
 	id := t.topicID()
 	if id == ([16]byte{}) {
