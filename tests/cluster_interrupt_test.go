@@ -2,7 +2,9 @@ package tests
 
 import (
 	"os/exec"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,4 +56,38 @@ func TestClusterKilledWriterLeaves(t *testing.T) {
 	}
 	release()
 	assert.Equal(t, "before\n", m.Sh(t, `head -1 $MNT/w/0/records`), "the mount serves on")
+}
+
+// TestClusterSignalledWriterWaits: a signal the writer survives (a
+// handler runs, as Go's runtime preempts threads with SIGURG) does not
+// fail its close(2): the close waits for the acknowledgement as before.
+func TestClusterSignalledWriterWaits(t *testing.T) {
+	kc := startKfake(t)
+	m := startMount(t, clusterMountOpts(t, kc, ""))
+	m.Sh(t, `mkdir $MNT/s`)
+	release := holdProduces(t, kc)
+	requireTool(t, "python3", "python3")
+	// Python retries no close(2) that fails with EINTR (PEP 475): the
+	// error would show.
+	cmd := exec.Command("python3", "-c", `
+import os, signal, sys
+signal.signal(signal.SIGUSR1, lambda *a: None)
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, b"held\n")
+try:
+    os.close(fd)
+    print("closed")
+except OSError as e:
+    print("close failed:", e)
+`, m.Path("s", "0", "append"))
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	time.Sleep(300 * time.Millisecond) // in close, waiting
+	require.NoError(t, cmd.Process.Signal(syscall.SIGUSR1))
+	time.Sleep(300 * time.Millisecond)
+	release()
+	require.NoError(t, cmd.Wait(), out.String())
+	assert.Equal(t, "closed\n", out.String())
+	assert.Equal(t, []string{"held"}, consumeValues(t, kc, "s", 0, 1))
 }
