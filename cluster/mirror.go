@@ -213,6 +213,19 @@ func (m *Mirror) evictLocked() {
 	}
 }
 
+// LockCluster takes the lock of the cluster's directory of copies now:
+// another mount of the same cluster with the same cache directory holds
+// it (engine.ErrLocked), which a mount should hear at once rather than at
+// its first read.
+func (m *Mirror) LockCluster(clusterID string) error {
+	if err := validClusterID(clusterID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lockClusterLocked(clusterID)
+}
+
 // lockClusterLocked takes the lock of a cluster's directory, once.
 // Callers hold m.mu.
 func (m *Mirror) lockClusterLocked(clusterID string) error {

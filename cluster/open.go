@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -320,6 +321,15 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	c.fetcher = NewFetcher(c.client, FetchOptions{Timeout: o.RequestTimeout})
 	if c.mirror, err = OpenMirror(vfs.OS, o.CacheDir, MirrorOptions{RetentionBytes: o.CacheBytes, Logger: c.log}); err != nil {
 		c.closeClients()
+		return nil, fmt.Errorf("cluster: cache directory: %w", err)
+	}
+	if err := c.mirror.LockCluster(c.clusterID); err != nil {
+		c.mirror.Close()
+		c.closeClients()
+		if errors.Is(err, engine.ErrLocked) {
+			return nil, fmt.Errorf("cluster: another mount of cluster %s uses the cache directory %s (give each mount its own XDG_CACHE_HOME): %w",
+				c.clusterID, o.CacheDir, err)
+		}
 		return nil, fmt.Errorf("cluster: cache directory: %w", err)
 	}
 	if c.producer, err = c.newProducer(); err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine"
 	"github.com/topicfs/topicfs/engine/record"
 )
 
@@ -275,4 +276,24 @@ func TestTLS(t *testing.T) {
 	o.Security, o.RequestTimeout = Security{Protocol: ProtocolSSL, CAFile: ca.file}, 2*time.Second
 	oe := openErr(t, o)
 	assert.Equal(t, CauseTLS, oe.Cause, "%v", oe)
+}
+
+// TestSecondMountSameCache: a second Open of the same cluster with the
+// same cache directory fails at once, naming the cause, instead of
+// failing every read later (the copies' directory is locked).
+func TestSecondMountSameCache(t *testing.T) {
+	kc := newKfake(t)
+	first, _ := openTest(t, kc, nil)
+	o := testOptions(t, kc, &logBuf{})
+	o.CacheDir = first.opts.CacheDir
+	c, err := Open(context.Background(), o)
+	if c != nil {
+		c.Close()
+	}
+	require.ErrorIs(t, err, engine.ErrLocked)
+	assert.Contains(t, err.Error(), "another mount of cluster kfake uses the cache directory")
+	o.CacheDir = t.TempDir()
+	c, err = Open(context.Background(), o)
+	require.NoError(t, err, "with a cache of its own")
+	require.NoError(t, c.Close())
 }
