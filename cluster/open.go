@@ -509,8 +509,48 @@ func (c *Cluster) Close() error {
 	for _, w := range watchers {
 		w.stop()
 	}
+	perr := c.flushProducers()
 	merr := c.mirror.Close()
-	return errors.Join(c.closeClients(), merr)
+	return errors.Join(perr, c.closeClients(), merr)
+}
+
+// flushProducers waits, at most the request timeout, for records the
+// producers still hold (a writer's file left open at unmount) to be
+// acknowledged; closing the clients would fail them. Records still held
+// then are reported: the log names how many, and the error makes the
+// mount exit non-zero.
+func (c *Cluster) flushProducers() error {
+	c.prodMu.Lock()
+	var clients []*kgo.Client
+	if c.producer != nil {
+		clients = append(clients, c.producer.cl)
+	}
+	for pr := range c.retiring {
+		clients = append(clients, pr.cl)
+	}
+	c.prodMu.Unlock()
+	held := func() (n int64) {
+		for _, cl := range clients {
+			n += cl.BufferedProduceRecords()
+		}
+		return n
+	}
+	if held() == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, cl := range clients {
+		wg.Go(func() { _ = cl.Flush(ctx) })
+	}
+	wg.Wait()
+	if n := held(); n > 0 {
+		c.log.Warn("cluster: records not acknowledged at unmount are dropped; they may or may not have reached the cluster",
+			"records", n, "waited", c.opts.RequestTimeout)
+		return fmt.Errorf("cluster: %d appended records not acknowledged at unmount: %w", n, backend.ErrTimedOut)
+	}
+	return nil
 }
 
 // closeClients closes the clients (the one for requests, the producer and

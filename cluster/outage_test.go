@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/topicfs/topicfs/backend"
+	"github.com/topicfs/topicfs/engine/record"
 )
 
 // TestLookupsAfterAnUnansweredOne: while the cluster does not answer, the
@@ -58,4 +59,32 @@ func TestLookupsAfterAnUnansweredOne(t *testing.T) {
 	time.Sleep(outageWindow)
 	_, err = c.Topic(ctx, "quiet")
 	assert.NoError(t, err, "the cluster answers again")
+}
+
+// TestCloseReportsUnacknowledged: records a writer handed over that the
+// cluster never acknowledged make Close fail and log how many, instead
+// of being dropped in silence at unmount.
+func TestCloseReportsUnacknowledged(t *testing.T) {
+	kc := newKfake(t)
+	logs := &logBuf{}
+	o := testOptions(t, kc, logs)
+	o.RequestTimeout = 300 * time.Millisecond
+	c, err := Open(context.Background(), o)
+	require.NoError(t, err)
+	tp := mkTopic(t, c, "unacked", 1)
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	kc.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		kc.SleepControl(func() { <-gate })
+		return nil, nil, false
+	})
+	_, err = part(t, tp, 0).EnqueueEach(context.Background(), [][]record.Record{{{Value: []byte("held")}}})
+	require.NoError(t, err)
+	err = c.Close()
+	require.ErrorIs(t, err, backend.ErrTimedOut)
+	assert.Contains(t, err.Error(), "1 appended records not acknowledged at unmount")
+	assert.Contains(t, logs.String(), "records not acknowledged at unmount are dropped")
 }
