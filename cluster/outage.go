@@ -35,14 +35,17 @@ func (o *outage) recent() error {
 }
 
 // note remembers err if it says the cluster could not be reached, and
-// forgets an earlier failure on success (err nil).
-func (o *outage) note(err error) {
+// forgets an earlier failure on success (err nil). It reports whether err
+// begins an outage (none was remembered), which is worth a log line.
+func (o *outage) note(err error) (began bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
 	case err == nil:
 		o.err = nil
 	case errors.Is(err, backend.ErrTimedOut), errors.Is(err, backend.ErrUnavailable):
+		began = o.err == nil
 		o.err, o.at = err, time.Now()
 	}
+	return began
 }

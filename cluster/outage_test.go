@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // outageWindow, with the cluster answering again, lookups work.
 func TestLookupsAfterAnUnansweredOne(t *testing.T) {
 	kc := newKfake(t)
-	c, _ := openTest(t, kc, func(o *Options) { o.RequestTimeout = 500 * time.Millisecond })
+	c, logs := openTest(t, kc, func(o *Options) { o.RequestTimeout = 500 * time.Millisecond })
 	mkTopic(t, c, "quiet", 1)
 	time.Sleep(topicFresh) // the lookup must ask the cluster
 
@@ -54,6 +55,7 @@ func TestLookupsAfterAnUnansweredOne(t *testing.T) {
 		assert.ErrorIs(t, err, backend.ErrTimedOut)
 	}
 	assert.Equal(t, asked, seen(), "the lookups after it sent no request")
+	assert.Equal(t, 1, strings.Count(logs.String(), "a topic lookup could not reach the cluster"), "one log line")
 
 	release()
 	time.Sleep(outageWindow)

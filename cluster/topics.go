@@ -100,7 +100,10 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 		return nil, err
 	}
 	err := t.refresh(ctx)
-	c.lookups.note(err)
+	if c.lookups.note(err) {
+		c.log.Warn("cluster: a topic lookup could not reach the cluster; lookups fail at once for a moment",
+			"topic", name, "window", outageWindow, "err", err)
+	}
 	if err != nil {
 		if ok && errors.Is(err, backend.ErrUnknownTopic) { // deleted by another client
 			c.mu.Lock()
