@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/topicfs/topicfs/backend"
 	"github.com/topicfs/topicfs/engine/record"
+	"github.com/topicfs/topicfs/internal/testutil/kfakehold"
 )
 
 // TestLookupsAfterAnUnansweredOne: while the cluster does not answer, the
@@ -26,25 +26,7 @@ func TestLookupsAfterAnUnansweredOne(t *testing.T) {
 	mkTopic(t, c, "quiet", 1)
 	time.Sleep(topicFresh) // the lookup must ask the cluster
 
-	var mu sync.Mutex
-	metadata := 0
-	gate := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		mu.Lock()
-		metadata++
-		mu.Unlock()
-		kc.SleepControl(func() { <-gate })
-		return nil, nil, false
-	})
-	seen := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return metadata
-	}
+	release, seen := kfakehold.Hold(t, kc, kmsg.Metadata, 0)
 	ctx := context.Background()
 	_, err := c.Topic(ctx, "quiet")
 	require.ErrorIs(t, err, backend.ErrTimedOut)
@@ -74,15 +56,7 @@ func TestCloseReportsUnacknowledged(t *testing.T) {
 	c, err := Open(context.Background(), o)
 	require.NoError(t, err)
 	tp := mkTopic(t, c, "unacked", 1)
-	gate := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	kc.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		kc.SleepControl(func() { <-gate })
-		return nil, nil, false
-	})
+	kfakehold.Hold(t, kc, kmsg.Produce, 0)
 	_, err = part(t, tp, 0).EnqueueEach(context.Background(), [][]record.Record{{{Value: []byte("held")}}})
 	require.NoError(t, err)
 	err = c.Close()

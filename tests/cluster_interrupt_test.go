@@ -3,7 +3,6 @@ package tests
 import (
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,19 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/topicfs/topicfs/internal/testutil/kfakehold"
 )
 
 // holdProduces makes kc hold back every Produce request until release.
 func holdProduces(t *testing.T, kc *kfake.Cluster) (release func()) {
-	gate := make(chan struct{})
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	kc.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		kc.SleepControl(func() { <-gate })
-		return nil, nil, false
-	})
+	release, _ = kfakehold.Hold(t, kc, kmsg.Produce, 0)
 	return release
 }
 

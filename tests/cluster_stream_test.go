@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,36 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/topicfs/topicfs/internal/testutil/kfakehold"
 )
 
 // holdFetches makes kc hold back every Fetch after the first `free` until
 // the returned function is called (also at the end of the test); it
 // returns how many fetches kc was sent so far.
 func holdFetches(t *testing.T, kc *kfake.Cluster, free int) (release func(), count func() int) {
-	var (
-		mu      sync.Mutex
-		fetches int
-		once    sync.Once
-	)
-	gate := make(chan struct{})
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	kc.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		mu.Lock()
-		fetches++
-		held := fetches > free
-		mu.Unlock()
-		if held {
-			kc.SleepControl(func() { <-gate })
-		}
-		return nil, nil, false
-	})
-	return release, func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return fetches
-	}
+	return kfakehold.Hold(t, kc, kmsg.Fetch, free)
 }
 
 // TestClusterViewStreams: a view of a partition the local copy lacks

@@ -68,12 +68,14 @@ var rules = []rule{
 	// Test helpers: whatever they need, but only tests import them (below).
 	{"internal/testutil", nil},
 	{"internal/testutil/kfakelog", nil},
+	{"internal/testutil/kfakehold", nil},
 }
 
 // unrestricted packages skip the closure check; the direct-import rules
 // below still apply to them.
 var unrestricted = map[string]bool{
 	"internal/cli": true, "": true, "internal/testutil": true, "internal/testutil/kfakelog": true,
+	"internal/testutil/kfakehold": true,
 }
 
 // directOnly lists import paths that only the named packages may import
@@ -85,7 +87,7 @@ var directOnly = []struct {
 	// go-fuse is fusefs's alone; internal/cli mounts through fusefs.
 	{"github.com/hanwen/go-fuse/v2", []string{"fusefs", "internal/cli"}},
 	// Test helpers are for _test.go files only.
-	{mod + "/internal/testutil", []string{"internal/testutil", "internal/testutil/kfakelog"}},
+	{mod + "/internal/testutil", []string{"internal/testutil", "internal/testutil/kfakelog", "internal/testutil/kfakehold"}},
 }
 
 type pkgInfo struct {
