@@ -176,6 +176,8 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // refuses the credentials may just close the connection (Kafka's SASL
 // handshake v0 does; so does kfake).
 type connWatch struct {
+	answered atomic.Int64 // when a broker last answered a request (Unix ns)
+
 	mu        sync.Mutex
 	last      error
 	saslRead  error
@@ -194,6 +196,9 @@ const saslRefusals = 3
 var errSASLClosed = errors.New("the broker closed the connection during SASL authentication (wrong username or password?)")
 
 func (w *connWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		w.answered.Store(time.Now().UnixNano())
+	}
 	if err != nil && key == int16(kmsg.SASLAuthenticate) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -15,7 +15,9 @@ import (
 // send its own request once the one before failed, so N processes
 // opening files under one topic of a cluster that stopped answering
 // waited N request timeouts. A lookup after the window asks again.
-const outageWindow = 2 * time.Second
+// The queued lookups come within milliseconds of the failure; an answer
+// from any broker since (a cluster back) ends the window early.
+const outageWindow = 500 * time.Millisecond
 
 // outage is the last failure of a topic lookup to reach the cluster.
 type outage struct {
@@ -24,11 +26,12 @@ type outage struct {
 	at  time.Time
 }
 
-// recent returns the failure of a lookup within outageWindow, or nil.
-func (o *outage) recent() error {
+// recent returns the failure of a lookup within outageWindow, or nil; a
+// broker answer after it (answered, Unix ns) ends it.
+func (o *outage) recent(answered int64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.err == nil || time.Since(o.at) >= outageWindow {
+	if o.err == nil || time.Since(o.at) >= outageWindow || answered > o.at.UnixNano() {
 		return nil
 	}
 	return fmt.Errorf("%w (a lookup %s ago had no answer either)", o.err, time.Since(o.at).Round(time.Millisecond))

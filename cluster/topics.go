@@ -96,7 +96,7 @@ func (c *Cluster) topic(ctx context.Context, name string) (*Topic, error) {
 	if ok && t.fresh() {
 		return t, nil
 	}
-	if err := c.lookups.recent(); err != nil {
+	if err := c.lookups.recent(c.conn.answered.Load()); err != nil {
 		return nil, err
 	}
 	err := t.refresh(ctx)
