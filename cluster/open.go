@@ -526,13 +526,7 @@ func (c *Cluster) Close() error {
 // mount exit non-zero.
 func (c *Cluster) flushProducers() error {
 	c.prodMu.Lock()
-	var clients []*kgo.Client
-	if c.producer != nil {
-		clients = append(clients, c.producer.cl)
-	}
-	for pr := range c.retiring {
-		clients = append(clients, pr.cl)
-	}
+	clients := c.producerClientsLocked()
 	c.prodMu.Unlock()
 	held := func() (n int64) {
 		for _, cl := range clients {
@@ -558,18 +552,25 @@ func (c *Cluster) flushProducers() error {
 	return nil
 }
 
-// closeClients closes the clients (the one for requests, the producer and
-// producers being retired) within the request timeout.
-func (c *Cluster) closeClients() error {
-	c.prodMu.Lock()
-	c.closing = true
-	clients := []*kgo.Client{c.client}
+// producerClientsLocked returns the producer's client and those of the
+// producers being retired. The caller holds prodMu.
+func (c *Cluster) producerClientsLocked() []*kgo.Client {
+	var clients []*kgo.Client
 	if c.producer != nil {
 		clients = append(clients, c.producer.cl)
 	}
 	for pr := range c.retiring {
 		clients = append(clients, pr.cl)
 	}
+	return clients
+}
+
+// closeClients closes the clients (the one for requests, the producer and
+// producers being retired) within the request timeout.
+func (c *Cluster) closeClients() error {
+	c.prodMu.Lock()
+	c.closing = true
+	clients := append([]*kgo.Client{c.client}, c.producerClientsLocked()...)
 	c.prodMu.Unlock()
 	done := make(chan struct{})
 	go func() {

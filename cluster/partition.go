@@ -408,11 +408,10 @@ func (c *Cluster) listOffsetsOnce(ctx context.Context, topic string, ids []int32
 // with Options.ReadCommitted), fetching only what the copy lacks.
 func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot, error) {
 	var end int64
-	var err, ierr error
-	together(
-		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.Verify(ctx) })
-	if err = cmp.Or(ierr, err); err != nil {
+	if err := p.t.verifying(ctx, func() (err error) {
+		end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return p.snapshot(ctx, from, end)
@@ -422,11 +421,10 @@ func (p *Partition) Snapshot(ctx context.Context, from int64) (*backend.Snapshot
 // fewer): the bounds and the end are listed together, once.
 func (p *Partition) SnapshotLast(ctx context.Context, n int64) (*backend.Snapshot, error) {
 	var offs backend.Offsets
-	var err, ierr error
-	together(
-		func() { offs, err = p.bounds(ctx, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.Verify(ctx) })
-	if err = cmp.Or(ierr, err); err != nil {
+	if err := p.t.verifying(ctx, func() (err error) {
+		offs, err = p.bounds(ctx, p.c.opts.ReadCommitted)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return p.snapshot(ctx, max(offs.End-n, offs.LogStart), offs.End)
@@ -448,11 +446,10 @@ func (p *Partition) snapshot(ctx context.Context, from, end int64) (snap *backen
 // then gets its first bytes while the partition is still being fetched.
 func (p *Partition) SnapshotStream(ctx context.Context, from int64) (snap *backend.Snapshot, stream backend.Stream, err error) {
 	var end int64
-	var ierr error
-	together(
-		func() { end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted) },
-		func() { ierr = p.t.Verify(ctx) })
-	if err = cmp.Or(ierr, err); err != nil {
+	if err := p.t.verifying(ctx, func() (err error) {
+		end, err = p.listOffset(ctx, latestTS, p.c.opts.ReadCommitted)
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	err = p.onCopy(func(mp *MirrorPartition) error {

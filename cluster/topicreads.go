@@ -55,12 +55,11 @@ func (t *Topic) Snapshots(ctx context.Context, from map[int]int64) (map[int]*bac
 	}
 	var ends map[int32]int64
 	var errs map[int32]error
-	var ierr error
-	together(
-		func() { ends, errs = t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted) },
-		func() { ierr = t.Verify(ctx) })
-	if ierr != nil {
-		return nil, ierr
+	if err := t.verifying(ctx, func() error {
+		ends, errs = t.c.listOffsets(ctx, t.name, ids32, latestTS, t.c.opts.ReadCommitted)
+		return nil // each partition's error is looked at below
+	}); err != nil {
+		return nil, err
 	}
 	out := make(map[int]*backend.Snapshot, len(ids))
 	for i, p := range ps {

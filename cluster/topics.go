@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -339,22 +340,33 @@ func (t *Topic) refresh(ctx context.Context) error {
 
 // read is refresh, returning the metadata it read.
 func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
+	mt, err := t.metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mt, t.adopt(ctx, mt)
+}
+
+// metadata asks for the topic's metadata alone.
+func (t *Topic) metadata(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	resp, err := t.c.metadata(ctx, []string{t.name})
 	if err != nil {
 		return nil, mapErr("topic "+t.name, err)
 	}
-	mt, err := metadataTopic(resp, t.name)
-	if err != nil {
-		return nil, err
-	}
+	return metadataTopic(resp, t.name)
+}
+
+// adopt takes mt, the topic's metadata just read, with the topic's broker
+// configuration and stored settings read now, as what the topic is.
+func (t *Topic) adopt(ctx context.Context, mt *kmsg.MetadataResponseTopic) error {
 	configs, err := t.describeConfigs(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stored := t.c.loadSettings(t.name)
 	local, err := t.c.defaults.apply(stored)
 	if err != nil { // loadSettings dropped what does not pass alone
-		return nil, err
+		return err
 	}
 	t.readMu.Lock() // one topic id change is noticed, and purged, once
 	defer t.readMu.Unlock()
@@ -387,7 +399,7 @@ func (t *Topic) read(ctx context.Context) (*kmsg.MetadataResponseTopic, error) {
 	t.readAt = time.Now()
 	t.c.maxBytes.Store(t.name, int32(t.settings.MaxRecordBytes))
 	t.c.renewProducer(t.name, t.settings.MaxRecordBytes)
-	return mt, nil
+	return nil
 }
 
 // Verify asks the cluster for the topic's id and reads the topic again if
@@ -414,7 +426,18 @@ func (t *Topic) Verify(ctx context.Context) error {
 	if mt.TopicID == id || mt.TopicID == ([16]byte{}) {
 		return nil
 	}
-	return t.refresh(ctx)
+	return t.adopt(ctx, mt) // (the metadata it has, not a second request)
+}
+
+// verifying runs list (a listing of offsets) beside Verify, and returns
+// Verify's error, else list's: a Snapshot's end and the topic's identity
+// are asked at once.
+func (t *Topic) verifying(ctx context.Context, list func() error) error {
+	var err, ierr error
+	together(
+		func() { err = list() },
+		func() { ierr = t.Verify(ctx) })
+	return cmp.Or(ierr, err)
 }
 
 // metadataTopic finds topic in resp, mapping its error.

@@ -460,7 +460,7 @@ func unmount(srvUnmount func() error, mnt string, served <-chan struct{}, logger
 			return
 		}
 	}
-	if strings.Contains(err.Error(), "fusermount") {
+	if fusermountFallback(err) {
 		// go-fuse tries fusermount after umount(2) failed (EBUSY); its
 		// missing binary says nothing of why.
 		logger.Warn("unmount failed: files are still open; detaching lazily", "mountpoint", mnt)
@@ -476,6 +476,11 @@ func unmount(srvUnmount func() error, mnt string, served <-chan struct{}, logger
 	}
 }
 
+// fusermountFallback reports an error of go-fuse's fallback to the
+// fusermount binary, which it tries after mount(2) or umount(2) failed;
+// topicfs never installs or needs it.
+func fusermountFallback(err error) bool { return strings.Contains(err.Error(), "fusermount") }
+
 // mountErr turns the common mount(2) failures into advice.
 func mountErr(err error) error {
 	switch {
@@ -483,8 +488,7 @@ func mountErr(err error) error {
 		return fmt.Errorf("mountpoint busy: %v", err)
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%v (mounting needs root or CAP_SYS_ADMIN, and read/write access to /dev/fuse)", err)
-	case strings.Contains(err.Error(), "fusermount"):
-		// go-fuse falls back to fusermount when mount(2) fails.
+	case fusermountFallback(err):
 		return fmt.Errorf("%v (topicfs mounts with mount(2) directly, which needs root or CAP_SYS_ADMIN; fusermount is not used)", err)
 	case errors.Is(err, syscall.ENODEV), errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%v (is the fuse kernel module loaded? modprobe fuse; /dev/fuse must exist)", err)
